@@ -1,0 +1,88 @@
+#pragma once
+// The Event Tensor graph (seed 000, 001): symbolic dims, buffers, event tensors and task groups
+// joined by edge maps. This is the one program representation every pass and backend reads.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ir/edge_map.h"
+#include "ir/expr.h"
+
+namespace evt::ir {
+
+enum class DType { kF32, kBF16, kF16, kI32, kI64 };
+const char* dtype_name(DType t);
+std::optional<DType> parse_dtype(const std::string& name);
+int dtype_bytes(DType t);
+
+struct Buffer {
+  std::string name;
+  std::vector<Expr> shape;
+  DType dtype = DType::kF32;
+  friend bool operator==(const Buffer&, const Buffer&) = default;
+};
+
+struct WaitCount {
+  enum class Kind {
+    kInferred,  // from the out-edges, by the infer_wait_counts pass
+    kExplicit,  // written in the graph; the verifier checks it
+    kRuntime,   // set at run time by the task group that lists the event in `sets`
+  };
+  Kind kind = Kind::kInferred;
+  Expr count;  // kExplicit; kInferred once inference found a closed form
+  friend bool operator==(const WaitCount&, const WaitCount&) = default;
+};
+
+struct Event {
+  std::string name;
+  std::vector<Expr> shape;
+  WaitCount wait;
+  friend bool operator==(const Event&, const Event&) = default;
+};
+
+struct Edge {
+  std::string event;
+  EdgeMap map;
+  friend bool operator==(const Edge&, const Edge&) = default;
+};
+
+// A call_device: one tile function over a symbolic tile grid. Each grid point is a task.
+struct TaskGroup {
+  std::string name;
+  std::string function;
+  std::vector<Expr> tiles;
+  std::vector<std::string> reads, writes;
+  std::vector<Edge> in_edges;   // waited on in this order before the task runs
+  std::vector<Edge> out_edges;  // notified after the task ran
+  std::vector<std::string> sets;  // events whose run-time wait counts this group sets
+  friend bool operator==(const TaskGroup&, const TaskGroup&) = default;
+};
+
+struct Graph {
+  std::string name;
+  std::vector<std::string> dims;  // symbolic dimensions bound at run time (B, T, ...)
+  std::vector<Buffer> buffers;
+  std::vector<Event> events;
+  std::vector<TaskGroup> groups;
+
+  const Buffer* find_buffer(const std::string& n) const;
+  const Event* find_event(const std::string& n) const;
+  const TaskGroup* find_group(const std::string& n) const;
+  int event_index(const std::string& n) const;   // -1 if absent
+  int buffer_index(const std::string& n) const;  // -1 if absent
+  bool has_dim(const std::string& n) const;
+
+  friend bool operator==(const Graph&, const Graph&) = default;
+};
+
+// Values for a graph's symbolic dims, e.g. {B: 37}.
+using Binding = std::map<std::string, int64_t>;
+std::string binding_str(const Binding& b);  // "B=37, T=4"
+
+// "(3, 1)", for messages naming a tile or an event element.
+std::string coords_str(const std::vector<int64_t>& c);
+
+}  // namespace evt::ir
