@@ -1,0 +1,29 @@
+#include "kernels/registry.h"
+
+namespace evt::kernels {
+
+namespace {
+Registry& mutable_builtins() {
+  static Registry registry;
+  return registry;
+}
+}  // namespace
+
+void Registry::add(TileFunction fn) {
+  std::string name = fn.name;
+  rows_[name] = std::move(fn);
+}
+
+const TileFunction* Registry::find(const std::string& name) const {
+  auto it = rows_.find(name);
+  return it == rows_.end() ? nullptr : &it->second;
+}
+
+const Registry& Registry::builtins() { return mutable_builtins(); }
+
+bool Registry::register_builtin(TileFunction fn) {
+  mutable_builtins().add(std::move(fn));
+  return true;
+}
+
+}  // namespace evt::kernels

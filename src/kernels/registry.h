@@ -1,0 +1,44 @@
+#pragma once
+// The tile-function registry: one row per tile function, holding everything a backend needs to
+// call it. Adding a kernel means adding one row beside its code (EVT_REGISTER_TILE_FUNCTION) and
+// its test; nothing else changes.
+
+#include <map>
+#include <string>
+
+#include "kernels/tile_args.h"
+
+namespace evt::kernels {
+
+using CpuTileFn = void (*)(const TileArgs& args);
+
+struct TileFunction {
+  std::string name;
+  std::string summary;       // one line, for --help and error messages
+  int num_reads = 0;         // the buffers a call_device must pass, in order
+  int num_writes = 0;
+  CpuTileFn cpu = nullptr;   // the CPU reference: the spec for every other backend
+  double relative_cost = 1;  // cost estimate used by the static list scheduler
+};
+
+class Registry {
+ public:
+  // Adds a row; a second row with the same name replaces the first (tests override built-ins).
+  void add(TileFunction fn);
+  const TileFunction* find(const std::string& name) const;
+  const std::map<std::string, TileFunction>& rows() const { return rows_; }
+
+  // The built-in tile functions registered by EVT_REGISTER_TILE_FUNCTION.
+  static const Registry& builtins();
+  static bool register_builtin(TileFunction fn);
+
+ private:
+  std::map<std::string, TileFunction> rows_;
+};
+
+}  // namespace evt::kernels
+
+// Registers a built-in row at static-initialization time. The kernels library is an OBJECT
+// library so that the linker keeps every registering translation unit.
+#define EVT_REGISTER_TILE_FUNCTION(tag, ...) \
+  [[maybe_unused]] static const bool evt_registered_##tag = ::evt::kernels::Registry::register_builtin(__VA_ARGS__)
