@@ -1,0 +1,52 @@
+#pragma once
+// Helpers shared by the tests: loading example graphs, compiling them for a binding, and
+// running them with fresh seeded stores.
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+
+#include "compiler/pipeline.h"
+#include "ir/text_form.h"
+#include "ir/tile_graph.h"
+#include "runtime/cpu/executor.h"
+
+namespace evt::testing {
+
+inline std::string example_path(const std::string& name) { return std::string(EVT_SOURCE_DIR) + "/examples/" + name; }
+
+// Loads, infers and verifies an example for `binding`; fails the test on any error.
+inline ir::Graph compiled_example(const std::string& name, const ir::Binding& binding) {
+  auto g = ir::load_graph_file(example_path(name));
+  EXPECT_TRUE(g.ok()) << g.status().message();
+  if (!g.ok()) return {};
+  compiler::PassContext ctx{{binding}, &kernels::Registry::builtins(), true, {}};
+  Status s = compiler::run_pipeline(*g, ctx);
+  EXPECT_TRUE(s.ok()) << s.message();
+  return std::move(g).value();
+}
+
+// The built-ins plus `noop`, a tile function that does nothing, for graphs that test scheduling.
+inline const kernels::Registry& registry_with_noop() {
+  static const kernels::Registry registry = [] {
+    kernels::Registry r = kernels::Registry::builtins();
+    r.add({.name = "noop", .summary = "does nothing", .cpu = [](const kernels::TileArgs&) {}});
+    return r;
+  }();
+  return registry;
+}
+
+inline std::unique_ptr<runtime::cpu::BufferStore> seeded_store(const ir::TileGraph& tg, uint64_t seed) {
+  auto store = std::make_unique<runtime::cpu::BufferStore>(tg);
+  store->fill_inputs(seed);
+  store->poison_outputs();
+  return store;
+}
+
+template <typename T>
+const T* buffer_data(const runtime::cpu::BufferStore& store, const ir::Graph& g, const std::string& name) {
+  return reinterpret_cast<const T*>(store.bytes(g.buffer_index(name)).data());
+}
+
+}  // namespace evt::testing
