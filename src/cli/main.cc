@@ -1,0 +1,21 @@
+// eventide: one binary, with subcommands.
+
+#include <CLI/CLI.hpp>
+
+#include "cli/graph_command.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"Eventide: an LLM inference engine whose forward step runs as one persistent megakernel,\n"
+               "compiled ahead of time from an Event Tensor task graph."};
+  app.require_subcommand(1);
+  evt::cli::add_graph_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Error& e) {
+    // Prints help or the message. Commands end with RuntimeError carrying their exit code;
+    // anything else is a bad command line: exit code 2.
+    const int code = app.exit(e);
+    return (code == 0 || dynamic_cast<const CLI::RuntimeError*>(&e)) ? code : 2;
+  }
+  return 0;
+}
