@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cli/devices_command.h"
 #include "cli/graph_command.h"
 
 int main(int argc, char** argv) {
@@ -9,6 +10,7 @@ int main(int argc, char** argv) {
                "compiled ahead of time from an Event Tensor task graph."};
   app.require_subcommand(1);
   evt::cli::add_graph_command(app);
+  evt::cli::add_devices_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::Error& e) {
