@@ -91,6 +91,7 @@ Expr extent_expr(Extent e) {
   return 0;
 }
 
+// Deliberately not evaluate(extent_expr(e)): the oracle computes everything without the IR.
 int64_t extent_value(Extent e, int64_t b) {
   switch (e) {
     case Extent::kB: return b;
