@@ -174,16 +174,18 @@ void run_run(const RunOptions& o) {
     store->poison_outputs();
     return store;
   };
-  auto serial_store = fresh_store();
-  auto serial = runtime::cpu::execute_serial(*tg, registry, *serial_store);
-  if (!serial.ok()) {
-    fmt::print(stderr, "{}: serial run failed: {}\n", o.file, serial.status().message());
-    exit_with(kFailed);
-  }
+  // The parallel run goes first, so that a graph run with --no-verify meets the run-time checks
+  // and the watchdog rather than the serial run's fail-fast.
   auto store = fresh_store();
   auto stats = runtime::cpu::execute(*tg, registry, *store, exec);
   if (!stats.ok()) {
     fmt::print(stderr, "{}: {} run failed: {}\n", o.file, o.schedule, stats.status().message());
+    exit_with(kFailed);
+  }
+  auto serial_store = fresh_store();
+  auto serial = runtime::cpu::execute_serial(*tg, registry, *serial_store);
+  if (!serial.ok()) {
+    fmt::print(stderr, "{}: serial run failed: {}\n", o.file, serial.status().message());
     exit_with(kFailed);
   }
   s = store->compare_outputs(*serial_store);

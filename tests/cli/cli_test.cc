@@ -82,6 +82,7 @@ TEST(Cli, RunWithWrongCountAndNoVerifyStopsWithReport) {
   Result r = run("graph run " + bad + " --bind B=5 --schedule static --no-verify --watchdog-ms 200");
   std::filesystem::remove(bad);
   EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("static run failed: no progress for 200 ms"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("1 of 5 notifications missing"), std::string::npos) << r.output;
 }
 

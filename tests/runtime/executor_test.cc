@@ -76,7 +76,7 @@ TEST(Executor, SerialRunRejectsUnsatisfiableWaitAtOnce) {
   auto store = testing::seeded_store(*tg, 1);
   auto stats = runtime::cpu::execute_serial(*tg, kernels::Registry::builtins(), *store);
   ASSERT_FALSE(stats.ok());
-  EXPECT_NE(stats.status().message().find("final(0) waits on E[0], which has not fired"), std::string::npos)
+  EXPECT_NE(stats.status().message().find("final(0): waits on E[0], which has not fired"), std::string::npos)
       << stats.status().message();
 }
 

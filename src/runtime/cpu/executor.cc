@@ -194,8 +194,9 @@ void Execution::fail(Status status) {
 Status Execution::wait_element(int64_t element, int worker) {
   if (counts_[element].load(std::memory_order_acquire) == 0) return Status();
   if (mode_ == Mode::kSerial) {
-    return error("{} waits on {}, which has not fired when its turn comes in topological order: {}",
-                 tg_.task_name(state_[worker].task.load()), tg_.element_name(element), describe_element(element));
+    // The caller prefixes the task's name.
+    return error("waits on {}, which has not fired when its turn comes in topological order: {}",
+                 tg_.element_name(element), describe_element(element));
   }
   state_[worker].waiting_on.store(element, std::memory_order_relaxed);
   Backoff backoff;
