@@ -18,6 +18,10 @@ struct TileFunction {
   int num_reads = 0;         // the buffers a call_device must pass, in order
   int num_writes = 0;
   CpuTileFn cpu = nullptr;   // the CPU reference: the spec for every other backend
+  // The tile body the generated megakernel calls (tile_body.h), and the header declaring it;
+  // empty when the function has no device version yet.
+  std::string device_body;
+  std::string device_header;
   double relative_cost = 1;  // cost estimate used by the static list scheduler
 };
 

@@ -84,7 +84,7 @@ TEST_P(MoeRouted, MatchesReferenceInEveryMode) {
     const float* we = testing::buffer_data<float>(store, g, "we");
     const float* out = testing::buffer_data<float>(store, g, "out");
     for (int64_t i = 0; i < b; ++i) {
-      // Route: the two largest logits, softmax-renormalized over those two.
+      // Route: the two largest logits (ties: lower index), weighted 2/3 and 1/3.
       std::vector<double> logit(kExperts, 0);
       for (int e = 0; e < kExperts; ++e) {
         for (int c = 0; c < kH; ++c) logit[e] += double(x[i * kH + c]) * wr[c * kExperts + e];
@@ -92,8 +92,7 @@ TEST_P(MoeRouted, MatchesReferenceInEveryMode) {
       std::vector<int> order(kExperts);
       std::iota(order.begin(), order.end(), 0);
       std::stable_sort(order.begin(), order.end(), [&](int p, int q) { return logit[p] > logit[q]; });
-      const double w1 = 1 / (1 + std::exp(logit[order[1]] - logit[order[0]]));
-      const double weight[kTopK] = {w1, 1 - w1};
+      const double weight[kTopK] = {2.0 / 3, 1.0 / 3};
       for (int c = 0; c < kH; ++c) {
         double want = 0;
         for (int s = 0; s < kTopK; ++s) {

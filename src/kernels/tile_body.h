@@ -1,0 +1,75 @@
+#pragma once
+// Tile bodies: the code a tile runs inside the megakernel, written once for a block of threads
+// and compiled both by nvcc (a CUDA block) and by the host compiler (a block of one thread, as
+// the CPU backend and the CPU executor run it). A body is a function template over `Block`:
+//
+//   template <class Block>
+//   EVT_HD void body(const Block& b, const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes);
+//
+// Block provides thread() and threads() (this thread's index and the block size), sync() (a
+// block barrier), and set_wait_count(set_index, element, count) for groups with `sets`.
+
+#include <cstdint>
+
+#include "kernels/tile_args.h"
+
+#if defined(__CUDACC__)
+#define EVT_HD __host__ __device__
+#else
+#define EVT_HD
+#endif
+
+namespace evt::kernels {
+
+// A buffer as device code sees it: a plain struct that can be a kernel argument.
+struct DevBuffer {
+  static constexpr int kMaxRank = 4;
+  void* data = nullptr;
+  int64_t shape[kMaxRank] = {};
+  int rank = 0;
+  int64_t numel = 0;
+
+  template <typename T>
+  EVT_HD T* as() const {
+    return static_cast<T*>(data);
+  }
+  EVT_HD int64_t dim(int k) const { return shape[k]; }
+};
+
+template <typename T>
+EVT_HD constexpr T min_of(T a, T b) {
+  return a < b ? a : b;
+}
+
+// The block of the CPU executor: one thread, setting run-time counts through TileArgs.
+class SerialBlock {
+ public:
+  explicit SerialBlock(WaitCountSetter* setter) : setter_(setter) {}
+  int thread() const { return 0; }
+  int threads() const { return 1; }
+  void sync() const {}
+  void set_wait_count(int set_index, int64_t element, int64_t count) const {
+    setter_->set_wait_count(static_cast<size_t>(set_index), element, count);
+  }
+
+ private:
+  WaitCountSetter* setter_;
+};
+
+// Adapts a tile body to the CPU executor's TileArgs: the CPU row of a function that has only a
+// body. Buffers above kMaxRank dimensions are not supported by bodies.
+template <void (*Body)(const SerialBlock&, const int64_t*, const DevBuffer*, const DevBuffer*), int kReads, int kWrites>
+void run_body_on_cpu(const TileArgs& args) {
+  DevBuffer reads[kReads > 0 ? kReads : 1], writes[kWrites > 0 ? kWrites : 1];
+  auto convert = [](const BufferView& v, DevBuffer& d) {
+    d.data = v.data;
+    d.rank = static_cast<int>(v.shape.size());
+    d.numel = v.numel;
+    for (int k = 0; k < d.rank && k < DevBuffer::kMaxRank; ++k) d.shape[k] = v.shape[k];
+  };
+  for (int i = 0; i < kReads; ++i) convert(args.reads[i], reads[i]);
+  for (int i = 0; i < kWrites; ++i) convert(args.writes[i], writes[i]);
+  Body(SerialBlock(args.wait_counts), args.tile.data(), reads, writes);
+}
+
+}  // namespace evt::kernels
