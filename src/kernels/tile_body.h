@@ -36,6 +36,16 @@ struct DevBuffer {
   EVT_HD int64_t dim(int k) const { return shape[k]; }
 };
 
+// acc + a * b rounded twice, as the host computes it: nvcc would otherwise fuse it into one FMA
+// and the GPU's bits would differ from the CPU reference's. For bodies that must match exactly.
+EVT_HD inline float add_product(float acc, float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fadd_rn(acc, __fmul_rn(a, b));
+#else
+  return acc + a * b;
+#endif
+}
+
 template <typename T>
 EVT_HD constexpr T min_of(T a, T b) {
   return a < b ? a : b;

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <memory>
 #include <string>
 
@@ -14,7 +15,14 @@
 
 namespace evt::testing {
 
-inline std::string example_path(const std::string& name) { return std::string(EVT_SOURCE_DIR) + "/examples/" + name; }
+// The source tree: EVT_SOURCE_DIR in the environment (a GPU machine runs binaries built
+// elsewhere), else the one the tests were built from.
+inline std::string source_dir() {
+  const char* env = std::getenv("EVT_SOURCE_DIR");
+  return env ? env : EVT_SOURCE_DIR;
+}
+
+inline std::string example_path(const std::string& name) { return source_dir() + "/examples/" + name; }
 
 // Loads, infers and verifies an example for `binding`; fails the test on any error.
 inline ir::Graph compiled_example(const std::string& name, const ir::Binding& binding) {

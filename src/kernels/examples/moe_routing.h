@@ -26,7 +26,7 @@ EVT_HD void moe_route_body(const Block& b, const int64_t* tile, const DevBuffer*
   bool taken[kMoeMaxExperts];
   for (int64_t e = 0; e < experts; ++e) {
     float acc = 0;
-    for (int64_t c = 0; c < h; ++c) acc += x.as<const float>()[i * h + c] * wr.as<const float>()[c * experts + e];
+    for (int64_t c = 0; c < h; ++c) acc = add_product(acc, x.as<const float>()[i * h + c], wr.as<const float>()[c * experts + e]);
     logits[e] = acc;
     taken[e] = false;
   }
@@ -96,7 +96,7 @@ EVT_HD void moe_expert_body(const Block& b, const int64_t* tile, const DevBuffer
     for (int64_t c = b.thread(); c < h; c += b.threads()) {
       float acc = 0;
       if (!padding) {
-        for (int64_t d = 0; d < h; ++d) acc += xr[d] * w[d * h + c];
+        for (int64_t d = 0; d < h; ++d) acc = add_product(acc, xr[d], w[d * h + c]);
       }
       ys.as<float>()[row * h + c] = acc;
     }
@@ -111,7 +111,7 @@ EVT_HD void moe_combine_body(const Block& b, const int64_t* tile, const DevBuffe
   for (int64_t c = b.thread(); c < h; c += b.threads()) {
     float acc = 0;
     for (int64_t s = 0; s < k; ++s) {
-      acc += topw.as<const float>()[i * k + s] * ys.as<const float>()[pos.as<const int32_t>()[i * k + s] * h + c];
+      acc = add_product(acc, topw.as<const float>()[i * k + s], ys.as<const float>()[pos.as<const int32_t>()[i * k + s] * h + c]);
     }
     out.as<float>()[i * h + c] = acc;
   }

@@ -1,0 +1,855 @@
+#include "compiler/codegen/megakernel_codegen.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "compiler/infer_wait_counts.h"
+#include "ir/tile_graph.h"
+#include "kernels/tile_body.h"
+
+namespace evt::compiler {
+
+namespace {
+
+using ir::Expr;
+using ir::Op;
+
+// C++ spellings of the IR's names in one scope of generated code.
+struct Scope {
+  std::map<std::string, std::string> vars;  // IR variable -> C++ expression
+};
+
+class Emitter {
+ public:
+  Emitter(const ir::Graph& g, const kernels::Registry& registry, std::string ns)
+      : g_(g), registry_(registry), ns_(std::move(ns)) {}
+
+  Expected<std::string> run();
+
+ private:
+  // --- expressions
+  std::string expr(const Expr& e, const Scope& s) const;
+  Scope dims_scope() const;
+  std::string extent(const std::vector<Expr>& shape, size_t k) const { return expr(shape[k], dims_scope()); }
+  std::string ravel(const std::vector<Expr>& shape, const std::vector<std::string>& coords) const;
+
+  // --- sections
+  Status check_supported();
+  void emit_prelude();
+  void emit_shapes();
+  void emit_group_geometry();
+  void emit_events();
+  void emit_releases();
+  void emit_fires();
+  void emit_groups();
+  void emit_dispatch_and_loops();
+
+  // --- edges
+  // Emits loops binding the event element `x` of `edge` for the task whose tile coordinates are
+  // in scope, then `action` (using `x`), then closes the loops.
+  void emit_edge_elements(const ir::Edge& edge, int group, const std::string& action, const std::string& abort_value);
+  Status emit_inverse(int consumer, const ir::Edge& edge, const std::string& event_var);
+
+  std::string wait_count_expr(int event) const;
+  bool dynamic_ok() const { return dynamic_error_.empty(); }
+
+  void line(const std::string& text) { out_ += std::string(indent_ * 2, ' ') + text + "\n"; }
+  void open(const std::string& text) {
+    line(text);
+    ++indent_;
+  }
+  void close(const std::string& text = "}") {
+    --indent_;
+    line(text);
+  }
+
+  const ir::Graph& g_;
+  const kernels::Registry& registry_;
+  std::string ns_;
+  std::string out_;
+  int indent_ = 0;
+  std::vector<int> group_order_;     // topological order of groups, for the static schedule
+  std::vector<int> source_groups_;   // groups that await nothing
+  std::string dynamic_error_;        // why dynamic scheduling cannot be generated, if it cannot
+  int loop_ = 0;                     // fresh loop-variable names
+};
+
+// --- expressions ----------------------------------------------------------------------------
+
+std::string Emitter::expr(const Expr& e, const Scope& s) const {
+  switch (e.op()) {
+    case Op::kConst: return fmt::format("int64_t{{{}}}", e.value());
+    case Op::kVar: {
+      auto it = s.vars.find(e.name());
+      return it == s.vars.end() ? "/*unbound " + e.name() + "*/0" : it->second;
+    }
+    case Op::kAdd: return fmt::format("({} + {})", expr(e.args()[0], s), expr(e.args()[1], s));
+    case Op::kSub: return fmt::format("({} - {})", expr(e.args()[0], s), expr(e.args()[1], s));
+    case Op::kMul: return fmt::format("({} * {})", expr(e.args()[0], s), expr(e.args()[1], s));
+    case Op::kFloorDiv: return fmt::format("mk::floor_div({}, {})", expr(e.args()[0], s), expr(e.args()[1], s));
+    case Op::kMod: return fmt::format("mk::floor_mod({}, {})", expr(e.args()[0], s), expr(e.args()[1], s));
+    case Op::kMin: return fmt::format("mk::min_i({}, {})", expr(e.args()[0], s), expr(e.args()[1], s));
+    case Op::kMax: return fmt::format("mk::max_i({}, {})", expr(e.args()[0], s), expr(e.args()[1], s));
+    case Op::kLoad: {
+      const int b = g_.buffer_index(e.name());
+      std::string args;
+      for (const Expr& i : e.args()) args += ", " + expr(i, s);
+      return fmt::format("mk::load_at(p.buffers[{}], {}{})", b, g_.buffers[b].dtype == ir::DType::kI64, args);
+    }
+  }
+  return "0";
+}
+
+Scope Emitter::dims_scope() const {
+  Scope s;
+  for (size_t d = 0; d < g_.dims.size(); ++d) s.vars[g_.dims[d]] = fmt::format("p.dims[{}]", d);
+  return s;
+}
+
+std::string Emitter::ravel(const std::vector<Expr>& shape, const std::vector<std::string>& coords) const {
+  std::string r = coords.empty() ? "int64_t{0}" : coords[0];
+  for (size_t k = 1; k < coords.size(); ++k) r = fmt::format("({} * {} + {})", r, extent(shape, k), coords[k]);
+  return r;
+}
+
+std::string Emitter::wait_count_expr(int event) const {
+  const ir::Event& ev = g_.events[event];
+  return fmt::format("static_cast<uint32_t>({})", expr(ev.wait.count, dims_scope()));
+}
+
+// --- checks ---------------------------------------------------------------------------------
+
+Status Emitter::check_supported() {
+  for (size_t ei = 0; ei < g_.events.size(); ++ei) {
+    const ir::Event& ev = g_.events[ei];
+    if (ev.wait.kind != ir::WaitCount::Kind::kRuntime && !ev.wait.count.defined()) {
+      return error("event {}: the megakernel needs a closed-form wait count; this one is counted per element, so "
+                   "declare wait_count=EXPR",
+                   ev.name);
+    }
+  }
+  for (const ir::TaskGroup& group : g_.groups) {
+    const kernels::TileFunction* fn = registry_.find(group.function);
+    if (!fn) return error("task group {}: unknown tile function '{}'", group.name, group.function);
+    if (fn->device_body.empty()) {
+      return error("task group {}: tile function {} has no device body yet", group.name, group.function);
+    }
+    if (group.tiles.size() > 4) return error("task group {}: tile grids of rank above 4 are not supported", group.name);
+  }
+  for (const ir::Buffer& b : g_.buffers) {
+    if (b.shape.size() > kernels::DevBuffer::kMaxRank) {
+      return error("buffer {}: rank above {} is not supported on the device", b.name, kernels::DevBuffer::kMaxRank);
+    }
+  }
+  // Topological order of groups, ignoring a group's edges to itself (a chain within a group
+  // must run forward in tile order, which the static order then respects).
+  const size_t n = g_.groups.size();
+  std::vector<std::set<int>> preds(n);
+  for (size_t c = 0; c < n; ++c) {
+    for (const auto& in : g_.groups[c].in_edges) {
+      for (size_t p = 0; p < n; ++p) {
+        if (p == c) continue;
+        for (const auto& out : g_.groups[p].out_edges) {
+          if (out.event == in.event) preds[c].insert(static_cast<int>(p));
+        }
+      }
+    }
+    if (g_.groups[c].in_edges.empty()) source_groups_.push_back(static_cast<int>(c));
+  }
+  std::vector<bool> placed(n, false);
+  while (group_order_.size() < n) {
+    bool progress = false;
+    for (size_t c = 0; c < n; ++c) {
+      if (placed[c]) continue;
+      if (std::all_of(preds[c].begin(), preds[c].end(), [&](int p) { return placed[p]; })) {
+        placed[c] = true;
+        group_order_.push_back(static_cast<int>(c));
+        progress = true;
+      }
+    }
+    if (!progress) return error("the task groups form a cycle through their events; the static megakernel order needs a DAG of groups");
+  }
+  return Status();
+}
+
+// --- prelude and geometry ---------------------------------------------------------------------
+
+void Emitter::emit_prelude() {
+  line("// Generated by eventide's megakernel codegen. Do not edit: change the graph or the generator.");
+  line("#pragma once");
+  line("");
+  line("#include \"runtime/megakernel/support.h\"");
+  std::set<std::string> headers;
+  for (const auto& group : g_.groups) headers.insert(registry_.find(group.function)->device_header);
+  for (const auto& h : headers) line(fmt::format("#include \"{}\"", h));
+  line("");
+  open(fmt::format("namespace evt::generated::{} {{", ns_));
+  line("");
+  line("using kernels::DevBuffer;");
+  line(fmt::format("inline constexpr int kNumDims = {};", g_.dims.size()));
+  line(fmt::format("inline constexpr int kNumBuffers = {};", g_.buffers.size()));
+  line(fmt::format("inline constexpr int kNumEvents = {};", g_.events.size()));
+  line(fmt::format("inline constexpr int kNumGroups = {};", g_.groups.size()));
+  line(fmt::format("inline constexpr bool kDynamicSupported = {};", dynamic_ok() ? "true" : "false"));
+  auto names = [&](const char* what, auto&& list) {
+    std::string s;
+    for (const auto& x : list) s += fmt::format("\"{}\", ", x);
+    line(fmt::format("inline constexpr const char* {}[] = {{{}}};", what, s.empty() ? "\"\"" : s));
+  };
+  names("kDimNames", g_.dims);
+  std::vector<std::string> buffers, events, groups;
+  for (const auto& b : g_.buffers) buffers.push_back(b.name);
+  for (const auto& e : g_.events) events.push_back(e.name);
+  for (const auto& t : g_.groups) groups.push_back(t.name);
+  names("kBufferNames", buffers);
+  names("kEventNames", events);
+  names("kGroupNames", groups);
+  std::string runtime;
+  for (const auto& e : g_.events) runtime += e.wait.kind == ir::WaitCount::Kind::kRuntime ? "true, " : "false, ";
+  line(fmt::format("inline constexpr bool kRuntimeCount[] = {{{}}};", runtime.empty() ? "false" : runtime));
+  std::string triggered;
+  for (const auto& group : g_.groups) {
+    const bool any = std::any_of(group.in_edges.begin(), group.in_edges.end(), [](const ir::Edge& e) {
+      return e.map.kind == ir::EdgeMap::Kind::kRangeTrigger;
+    });
+    triggered += any ? "true, " : "false, ";
+  }
+  line(fmt::format("inline constexpr bool kRangeTriggered[] = {{{}}};", triggered.empty() ? "false" : triggered));
+  line("");
+  line("// The kernel's argument: symbolic dims, buffers (index tensors included) and event counters.");
+  open("struct Params {");
+  line(fmt::format("int64_t dims[{}];", std::max<size_t>(1, g_.dims.size())));
+  line(fmt::format("DevBuffer buffers[{}];", std::max<size_t>(1, g_.buffers.size())));
+  line(fmt::format("uint64_t* counters[{}];  // per event: tagged arrivals per element", std::max<size_t>(1, g_.events.size())));
+  line(fmt::format("uint64_t* targets[{}];   // per run-time-count event: tagged counts; else null", std::max<size_t>(1, g_.events.size())));
+  close("};");
+  line("");
+}
+
+void Emitter::emit_shapes() {
+  const Scope s = dims_scope();
+  line("// Buffer shapes from the dims (data pointers are the caller's).");
+  open("EVT_HD inline void set_shapes(Params& p) {");
+  for (size_t b = 0; b < g_.buffers.size(); ++b) {
+    const auto& shape = g_.buffers[b].shape;
+    line(fmt::format("p.buffers[{}].rank = {};", b, shape.size()));
+    std::string numel = "int64_t{1}";
+    for (size_t k = 0; k < shape.size(); ++k) {
+      line(fmt::format("p.buffers[{}].shape[{}] = {};", b, k, expr(shape[k], s)));
+      numel += fmt::format(" * p.buffers[{}].shape[{}]", b, k);
+    }
+    line(fmt::format("p.buffers[{}].numel = {};", b, numel));
+  }
+  close();
+  open("EVT_HD inline int64_t event_elements(const Params& p, int event) {");
+  line("(void)p;");
+  open("switch (event) {");
+  for (size_t e = 0; e < g_.events.size(); ++e) {
+    std::string n = "int64_t{1}";
+    for (size_t k = 0; k < g_.events[e].shape.size(); ++k) n += " * " + extent(g_.events[e].shape, k);
+    line(fmt::format("case {}: return {};", e, n));
+  }
+  line("default: return 0;");
+  close();
+  close();
+  line("// The wait count of every element of an event; -1 for a run-time count.");
+  open("EVT_HD inline int64_t event_target(const Params& p, int event) {");
+  line("(void)p;");
+  open("switch (event) {");
+  for (size_t e = 0; e < g_.events.size(); ++e) {
+    const bool runtime = g_.events[e].wait.kind == ir::WaitCount::Kind::kRuntime;
+    line(fmt::format("case {}: return {};", e, runtime ? "-1" : expr(g_.events[e].wait.count, dims_scope())));
+  }
+  line("default: return -1;");
+  close();
+  close();
+  line("");
+}
+
+void Emitter::emit_group_geometry() {
+  line("// Tile grids, task ids (group-major in file order) and coordinates.");
+  open("EVT_HD inline int64_t group_tiles(const Params& p, int group) {");
+  line("(void)p;");
+  open("switch (group) {");
+  for (size_t gi = 0; gi < g_.groups.size(); ++gi) {
+    std::string n = "int64_t{1}";
+    for (size_t k = 0; k < g_.groups[gi].tiles.size(); ++k) n += " * " + extent(g_.groups[gi].tiles, k);
+    line(fmt::format("case {}: return {};", gi, n));
+  }
+  line("default: return 0;");
+  close();
+  close();
+  open("EVT_HD inline int64_t group_first_task(const Params& p, int group) {");
+  line("int64_t first = 0;");
+  line("for (int g = 0; g < group; ++g) first += group_tiles(p, g);");
+  line("return first;");
+  close();
+  line("EVT_HD inline int64_t total_tasks(const Params& p) { return group_first_task(p, kNumGroups); }");
+  open("EVT_HD inline void task_group(const Params& p, int64_t task, int& group, int64_t& linear) {");
+  line("group = 0;");
+  line("while (group + 1 < kNumGroups && task >= group_first_task(p, group + 1)) ++group;");
+  line("linear = task - group_first_task(p, group);");
+  close();
+  open("EVT_HD inline int tile_rank(int group) {");
+  open("switch (group) {");
+  for (size_t gi = 0; gi < g_.groups.size(); ++gi) line(fmt::format("case {}: return {};", gi, g_.groups[gi].tiles.size()));
+  line("default: return 0;");
+  close();
+  close();
+  open("EVT_HD inline void unravel(const Params& p, int group, int64_t linear, int64_t* t) {");
+  line("(void)p;");
+  open("switch (group) {");
+  for (size_t gi = 0; gi < g_.groups.size(); ++gi) {
+    const auto& tiles = g_.groups[gi].tiles;
+    open(fmt::format("case {}:", gi));
+    for (size_t k = tiles.size(); k-- > 0;) {
+      if (k == 0) {
+        line("t[0] = linear;");
+      } else {
+        line(fmt::format("t[{}] = mk::floor_mod(linear, {});", k, extent(tiles, k)));
+        line(fmt::format("linear = mk::floor_div(linear, {});", extent(tiles, k)));
+      }
+    }
+    line("return;");
+    --indent_;
+  }
+  line("default: return;");
+  close();
+  close();
+  // The static order: groups in topological order, tiles in order within each.
+  open("EVT_HD inline void static_task(const Params& p, int64_t position, int& group, int64_t& linear) {");
+  line(fmt::format("constexpr int kOrder[] = {{{}}};", [&] {
+    std::string s;
+    for (int x : group_order_) s += std::to_string(x) + ", ";
+    return s;
+  }()));
+  open("for (int k = 0; k < kNumGroups; ++k) {");
+  line("const int64_t n = group_tiles(p, kOrder[k]);");
+  open("if (position < n) {");
+  line("group = kOrder[k];");
+  line("linear = position;");
+  line("return;");
+  close();
+  line("position -= n;");
+  close();
+  line("group = -1;");
+  line("linear = -1;");
+  close();
+  // Source tasks: the groups that await nothing, which the dynamic queue starts with.
+  open("EVT_HD inline int64_t source_tasks(const Params& p) {");
+  line("(void)p;");
+  std::string n = "int64_t{0}";
+  for (int sg : source_groups_) n += fmt::format(" + group_tiles(p, {})", sg);
+  line(fmt::format("return {};", n));
+  close();
+  open("EVT_HD inline int64_t source_task(const Params& p, int64_t ticket) {");
+  for (int sg : source_groups_) {
+    line(fmt::format("if (ticket < group_tiles(p, {0})) return group_first_task(p, {0}) + ticket;", sg));
+    line(fmt::format("ticket -= group_tiles(p, {});", sg));
+  }
+  line("(void)p;");
+  line("return -1;");
+  close();
+  line("");
+}
+
+// --- edges ------------------------------------------------------------------------------------
+
+void Emitter::emit_edge_elements(const ir::Edge& edge, int group, const std::string& action,
+                                 const std::string& abort_value) {
+  const int ei = g_.event_index(edge.event);
+  const ir::Event& ev = g_.events[ei];
+  Scope s = dims_scope();
+  for (size_t j = 0; j < edge.map.vars.size(); ++j) s.vars[edge.map.vars[j]] = fmt::format("t[{}]", j);
+  int opened = 0;
+  std::vector<std::string> coords;
+  for (size_t k = 0; k < edge.map.coords.size(); ++k) {
+    const ir::Coord& c = edge.map.coords[k];
+    const std::string v = fmt::format("c{}_{}", k, loop_++);
+    coords.push_back(v);
+    switch (c.kind) {
+      case ir::Coord::Kind::kSlice:
+        open(fmt::format("for (int64_t {0} = 0; {0} < {1}; ++{0}) {{", v, extent(ev.shape, k)));
+        ++opened;
+        break;
+      case ir::Coord::Kind::kScalar:
+        // A one-trip loop, so that `continue` skips just this coordinate's value.
+        open(fmt::format("for (int once_{0} = 0; once_{0} < 1; ++once_{0}) {{", loop_++));
+        ++opened;
+        line(fmt::format("const int64_t {} = {};", v, expr(c.expr, s)));
+        if (!ir::is_data_independent(c.expr)) line(fmt::format("if ({} < 0) continue;  // no event", v));
+        break;
+      case ir::Coord::Kind::kGather: {
+        const int b = g_.buffer_index(c.buffer);
+        std::string args;
+        for (size_t d = 0; d < c.index.size(); ++d) {
+          if (c.index[d].defined()) {
+            args += ", " + expr(c.index[d], s);
+          } else {
+            const std::string iv = fmt::format("i{}_{}", d, loop_++);
+            open(fmt::format("for (int64_t {0} = 0; {0} < p.buffers[{1}].shape[{2}]; ++{0}) {{", iv, b, d));
+            ++opened;
+            args += ", " + iv;
+          }
+        }
+        open("{");
+        ++opened;
+        line(fmt::format("const int64_t {} = mk::load_at(p.buffers[{}], {}{});", v, b,
+                         g_.buffers[b].dtype == ir::DType::kI64, args));
+        line(fmt::format("if ({} < 0) continue;  // no event", v));
+        break;
+      }
+    }
+  }
+  if (!edge.map.is_data_independent()) {
+    // Data read at run time may point outside the event; the verifier proved the rest in range.
+    std::string cond;
+    for (size_t k = 0; k < coords.size(); ++k) {
+      cond += fmt::format("{}{} >= {}", k ? " || " : "", coords[k], extent(ev.shape, k));
+    }
+    open(fmt::format("if ({}) {{", cond));
+    line(fmt::format("mk::fail(w, a, mk::ErrorKind::kBadRange, {}, t, {}, {}, {}, 0);", group,
+                     g_.groups[group].tiles.size(), ei, coords.empty() ? "0" : coords[0]));
+    line(fmt::format("return {};", abort_value));
+    close();
+  }
+  line(fmt::format("const int64_t x = {};", ravel(ev.shape, coords)));
+  line(action);
+  for (int k = 0; k < opened; ++k) close();
+}
+
+// The consumers of element `event_var` through `edge`: loops over the box of consumer tiles.
+Status Emitter::emit_inverse(int consumer, const ir::Edge& edge, const std::string& event_var) {
+  const ir::TaskGroup& group = g_.groups[consumer];
+  const int ei = g_.event_index(edge.event);
+  const ir::Event& ev = g_.events[ei];
+  const Scope s = dims_scope();
+  if (edge.map.kind == ir::EdgeMap::Kind::kRangeTrigger) {
+    Scope es = s;
+    open("{");
+    std::string rest = event_var;
+    for (size_t k = ev.shape.size(); k-- > 0;) {
+      const std::string v = fmt::format("e{}", k);
+      line(fmt::format("const int64_t {} = {};", v, k == 0 ? rest : fmt::format("mk::floor_mod({}, {})", rest, extent(ev.shape, k))));
+      if (k > 0) rest = fmt::format("mk::floor_div({}, {})", rest, extent(ev.shape, k));
+      es.vars[edge.map.vars[k]] = v;
+    }
+    line(fmt::format("const int64_t lo = {}, hi = {};", expr(edge.map.range_begin, es), expr(edge.map.range_end, es)));
+    open(fmt::format("if (lo < 0 || hi > group_tiles(p, {}) || hi < lo) {{", consumer));
+    line(fmt::format("mk::fail(w, a, mk::ErrorKind::kBadRange, {}, nullptr, 0, {}, {}, hi - lo);", consumer, ei, event_var));
+    line("return;");
+    close();
+    line("if (hi > lo) mk::tagged_add(w, &a.state->range_released, a.epoch, static_cast<uint32_t>(hi - lo));");
+    line(fmt::format("for (int64_t l = lo; l < hi; ++l) release_{}<W>(w, p, a, l);", consumer));
+    close();
+    return Status();
+  }
+  if (!edge.map.is_data_independent()) {
+    return error("task group {}: in-edge {{{}: \"{}\"}} is data-dependent without an inverse", group.name, edge.event,
+                 edge.map.str());
+  }
+  // Per tile variable: the range of values that map onto the element.
+  std::vector<std::string> lo(edge.map.vars.size()), hi(edge.map.vars.size());
+  for (size_t j = 0; j < edge.map.vars.size(); ++j) {
+    lo[j] = "int64_t{0}";
+    hi[j] = extent(group.tiles, j);
+  }
+  std::vector<std::string> conditions;
+  open("{");
+  std::string rest = event_var;
+  std::vector<std::string> ecoord(ev.shape.size());
+  for (size_t k = ev.shape.size(); k-- > 0;) {
+    ecoord[k] = fmt::format("e{}", k);
+    line(fmt::format("const int64_t {} = {};", ecoord[k],
+                     k == 0 ? rest : fmt::format("mk::floor_mod({}, {})", rest, extent(ev.shape, k))));
+    if (k > 0) rest = fmt::format("mk::floor_div({}, {})", rest, extent(ev.shape, k));
+  }
+  for (size_t k = 0; k < edge.map.coords.size(); ++k) {
+    const ir::Coord& c = edge.map.coords[k];
+    if (c.kind == ir::Coord::Kind::kSlice) continue;
+    const Expr e = ir::simplify(c.expr);
+    auto var_of = [&](const Expr& v) -> int {
+      if (!v.is_var()) return -1;
+      auto it = std::find(edge.map.vars.begin(), edge.map.vars.end(), v.name());
+      return it == edge.map.vars.end() ? -1 : static_cast<int>(it - edge.map.vars.begin());
+    };
+    if (ir::is_data_independent(e)) {
+      std::set<std::string> used;
+      ir::collect_vars(e, used);
+      const bool constant = std::none_of(edge.map.vars.begin(), edge.map.vars.end(),
+                                         [&](const std::string& v) { return used.count(v); });
+      if (constant) {
+        conditions.push_back(fmt::format("{} == {}", ecoord[k], expr(e, s)));
+        continue;
+      }
+    }
+    if (int j = var_of(e); j >= 0) {
+      lo[j] = ecoord[k];
+      hi[j] = fmt::format("({} + 1)", ecoord[k]);
+      continue;
+    }
+    if (e.op() == Op::kFloorDiv && e.args()[1].is_const() && e.args()[1].value() > 0) {
+      if (int j = var_of(e.args()[0]); j >= 0) {
+        const int64_t d = e.args()[1].value();
+        lo[j] = fmt::format("({} * {})", ecoord[k], d);
+        hi[j] = fmt::format("mk::min_i({} * {} + {}, {})", ecoord[k], d, d, extent(group.tiles, j));
+        continue;
+      }
+    }
+    return error("task group {}: in-edge {{{}: \"{}\"}}: coordinate '{}' has no closed-form inverse, which dynamic "
+                 "scheduling needs to find the tasks an event releases; use the static schedule",
+                 group.name, edge.event, edge.map.str(), c.expr.str());
+  }
+  std::string cond;
+  for (const auto& c : conditions) cond += (cond.empty() ? "" : " && ") + c;
+  if (!cond.empty()) open(fmt::format("if ({}) {{", cond));
+  std::vector<std::string> vs;
+  for (size_t j = 0; j < edge.map.vars.size(); ++j) {
+    vs.push_back(fmt::format("v{}", j));
+    open(fmt::format("for (int64_t v{0} = {1}; v{0} < {2}; ++v{0}) {{", j, lo[j], hi[j]));
+  }
+  line(fmt::format("release_{}<W>(w, p, a, {});", consumer, ravel(group.tiles, vs)));
+  for (size_t j = 0; j < edge.map.vars.size(); ++j) close();
+  if (!cond.empty()) close();
+  close();
+  return Status();
+}
+
+// --- events and releases --------------------------------------------------------------------
+
+void Emitter::emit_releases() {
+  line("// Dynamic scheduling: a task is pushed once all its awaited elements (and ranges) fired.");
+  for (size_t c = 0; c < g_.groups.size(); ++c) {
+    const ir::TaskGroup& group = g_.groups[c];
+    std::string needed = "int64_t{0}";
+    for (const auto& in : group.in_edges) {
+      if (in.map.kind == ir::EdgeMap::Kind::kRangeTrigger) {
+        needed += " + 1";
+        continue;
+      }
+      const ir::Event& ev = *g_.find_event(in.event);
+      std::string per = "int64_t{1}";
+      for (size_t k = 0; k < in.map.coords.size(); ++k) {
+        if (in.map.coords[k].kind == ir::Coord::Kind::kSlice) per += " * " + extent(ev.shape, k);
+      }
+      needed += " + " + per;
+    }
+    line("template <class W>");
+    open(fmt::format("EVT_HD inline void release_{}(W& w, const Params& p, const mk::LaunchArgs& a, int64_t linear) {{", c));
+    line(fmt::format("const int64_t task = group_first_task(p, {}) + linear;", c));
+    line(fmt::format("const int64_t needed = {};", needed));
+    line("if (needed == 1 || mk::tagged_add(w, a.pending + task, a.epoch) == needed) mk::push_task(w, a, task);");
+    close();
+  }
+  line("");
+}
+
+void Emitter::emit_fires() {
+  line("// An element reached its count: under dynamic scheduling, release the tasks awaiting it.");
+  for (size_t e = 0; e < g_.events.size(); ++e) {
+    line("template <class W>");
+    open(fmt::format("EVT_HD inline void fire_{}(W& w, const Params& p, const mk::LaunchArgs& a, int64_t x) {{", e));
+    line("(void)w; (void)p; (void)a; (void)x;");
+    for (size_t c = 0; c < g_.groups.size(); ++c) {
+      for (const auto& in : g_.groups[c].in_edges) {
+        if (in.event != g_.events[e].name) continue;
+        line(fmt::format("// consumer {}, in-edge {}", g_.groups[c].name, in.map.str()));
+        const std::string before = out_;
+        const int depth = indent_;
+        Status s = emit_inverse(static_cast<int>(c), in, "x");
+        if (!s.ok()) {  // no dynamic schedule for this graph; keep the generated code whole
+          out_ = before;
+          indent_ = depth;
+          line("// (no closed-form inverse: dynamic scheduling is unavailable for this graph)");
+          if (dynamic_error_.empty()) dynamic_error_ = s.message();
+        }
+      }
+    }
+    close();
+  }
+  line("");
+}
+
+void Emitter::emit_events() {
+  for (size_t e = 0; e < g_.events.size(); ++e) {
+    const ir::Event& ev = g_.events[e];
+    const bool runtime = ev.wait.kind == ir::WaitCount::Kind::kRuntime;
+    line(fmt::format("// event {}{}", ev.name, runtime ? " (run-time wait count)" : ", wait_count=" + ev.wait.count.str()));
+    // Wait (leader): until the element has all its notifications for this launch.
+    line("template <class W>");
+    open(fmt::format("EVT_HD inline bool wait_{}(W& w, const Params& p, const mk::LaunchArgs& a, int64_t x, int group, "
+                     "const int64_t* t, int rank) {{",
+                     e));
+    if (runtime) {
+      line("uint32_t target = 0;");
+      line(fmt::format("if (!mk::wait_runtime_target(w, a, p.targets[{0}] + x, &target, group, t, rank, {0}, x)) return false;", e));
+    } else {
+      line(fmt::format("const uint32_t target = {};", wait_count_expr(static_cast<int>(e))));
+    }
+    line(fmt::format("return mk::wait_arrivals(w, a, p.counters[{0}] + x, target, group, t, rank, {0}, x);", e));
+    close();
+    // Notify (leader): one arrival; the last one fires the element.
+    line("template <class W, bool kDynamic>");
+    open(fmt::format("EVT_HD inline bool notify_{}(W& w, const Params& p, const mk::LaunchArgs& a, int64_t x, int group, "
+                     "const int64_t* t, int rank) {{",
+                     e));
+    line(fmt::format("const uint32_t got = mk::tagged_add(w, p.counters[{}] + x, a.epoch);", e));
+    if (runtime) {
+      // The verifier ordered the setter before every notifier, so the count is set.
+      line(fmt::format("const uint64_t tagged = w.load_acquire(p.targets[{}] + x);", e));
+      line("const uint32_t target = (tagged >> 32) == a.epoch ? static_cast<uint32_t>(tagged) : 0u;");
+    } else {
+      line(fmt::format("const uint32_t target = {};", wait_count_expr(static_cast<int>(e))));
+    }
+    open("if (got > target) {");
+    line(fmt::format("mk::fail(w, a, mk::ErrorKind::kOverNotified, group, t, rank, {}, x, int64_t{{target}} - got);", e));
+    line("return false;");
+    close();
+    line(fmt::format("if (kDynamic && got == target) fire_{}<W>(w, p, a, x);", e));
+    line("return true;");
+    close();
+    if (runtime) {
+      line("template <class W, bool kDynamic>");
+      open(fmt::format("EVT_HD inline void set_count_{}(W& w, const Params& p, const mk::LaunchArgs& a, int64_t x, "
+                       "int64_t count) {{",
+                       e));
+      open(fmt::format("if (x < 0 || x >= event_elements(p, {}) || count < 0) {{", e));
+      line(fmt::format("mk::fail(w, a, mk::ErrorKind::kBadRange, -1, nullptr, 0, {}, x, count);", e));
+      line("return;");
+      close();
+      line(fmt::format("w.store_release(p.targets[{}] + x, mk::epoch_tag(a.epoch) | static_cast<uint32_t>(count));", e));
+      line(fmt::format("if (kDynamic && count == 0) fire_{}<W>(w, p, a, x);", e));
+      close();
+    }
+  }
+  line("");
+}
+
+// --- groups -------------------------------------------------------------------------------------
+
+void Emitter::emit_groups() {
+  for (size_t gi = 0; gi < g_.groups.size(); ++gi) {
+    const ir::TaskGroup& group = g_.groups[gi];
+    const int rank = static_cast<int>(group.tiles.size());
+    const kernels::TileFunction* fn = registry_.find(group.function);
+    line(fmt::format("// task group {}: {} over a rank-{} tile grid", group.name, group.function, rank));
+
+    // The Block a body sees: the worker's threads, plus the group's run-time count setters.
+    line("template <class W, bool kDynamic>");
+    open(fmt::format("struct Block{} {{", gi));
+    line("W& w;");
+    line("const Params& p;");
+    line("const mk::LaunchArgs& a;");
+    line("EVT_HD int thread() const { return w.thread(); }");
+    line("EVT_HD int threads() const { return w.threads(); }");
+    line("EVT_HD void sync() const { w.sync(); }");
+    open("EVT_HD void set_wait_count(int slot, int64_t element, int64_t count) const {");
+    line("(void)element; (void)count;");
+    for (size_t k = 0; k < group.sets.size(); ++k) {
+      line(fmt::format("if (slot == {}) set_count_{}<W, kDynamic>(w, p, a, element, count);", k,
+                       g_.event_index(group.sets[k])));
+    }
+    close();
+    close("};");
+
+    // Wait (leader).
+    line("template <class W, bool kDynamic>");
+    open(fmt::format("EVT_HD inline int wait_group_{}(W& w, const Params& p, const mk::LaunchArgs& a, const int64_t* t, "
+                     "int64_t linear) {{",
+                     gi));
+    line("(void)w; (void)p; (void)a; (void)t; (void)linear;");
+    auto wait_action = [&](const ir::Edge& in) {
+      return fmt::format("if (!wait_{}(w, p, a, x, {}, t, {})) return mk::kAbort;", g_.event_index(in.event), gi, rank);
+    };
+    for (const auto& in : group.in_edges) {
+      if (in.map.kind != ir::EdgeMap::Kind::kMap || !in.map.is_data_independent()) continue;
+      line(fmt::format("// in-edge {{{}: \"{}\"}}", in.event, in.map.str()));
+      emit_edge_elements(in, static_cast<int>(gi), wait_action(in), "mk::kAbort");
+    }
+    for (const auto& in : group.in_edges) {
+      if (in.map.kind != ir::EdgeMap::Kind::kRangeTrigger) continue;
+      const int ei = g_.event_index(in.event);
+      const ir::Event& ev = g_.events[ei];
+      line(fmt::format("// range trigger {{{}: \"{}\"}}: dynamic scheduling pushed this task when a range covered it;", in.event, in.map.str()));
+      line("// the static schedule finds the covering element itself, now that the index buffers are ready.");
+      open("if (!kDynamic) {");
+      line("int64_t found = -1;");
+      open(fmt::format("for (int64_t x = 0; x < event_elements(p, {}) && found < 0; ++x) {{", ei));
+      Scope es = dims_scope();
+      std::string rest = "x";
+      for (size_t k = ev.shape.size(); k-- > 0;) {
+        const std::string v = fmt::format("e{}", k);
+        line(fmt::format("const int64_t {} = {};", v, k == 0 ? rest : fmt::format("mk::floor_mod({}, {})", rest, extent(ev.shape, k))));
+        if (k > 0) rest = fmt::format("mk::floor_div({}, {})", rest, extent(ev.shape, k));
+        es.vars[in.map.vars[k]] = v;
+      }
+      line(fmt::format("if ({} <= linear && linear < {}) found = x;", expr(in.map.range_begin, es), expr(in.map.range_end, es)));
+      close();
+      line("if (found < 0) return mk::kSkip;");
+      line(fmt::format("if (!wait_{}(w, p, a, found, {}, t, {})) return mk::kAbort;", ei, gi, rank));
+      close();
+    }
+    for (const auto& in : group.in_edges) {
+      if (in.map.kind != ir::EdgeMap::Kind::kMap || in.map.is_data_independent()) continue;
+      line(fmt::format("// data-dependent in-edge {{{}: \"{}\"}} (static scheduling only)", in.event, in.map.str()));
+      emit_edge_elements(in, static_cast<int>(gi), wait_action(in), "mk::kAbort");
+    }
+    line("return mk::kRun;");
+    close();
+
+    // Body (every thread of the block).
+    line("template <class W, bool kDynamic>");
+    open(fmt::format("EVT_HD inline void body_group_{}(W& w, const Params& p, const mk::LaunchArgs& a, const int64_t* t) {{", gi));
+    auto views = [&](const std::vector<std::string>& names) {
+      std::string s;
+      for (const auto& n : names) s += fmt::format("p.buffers[{}], ", g_.buffer_index(n));
+      return s.empty() ? std::string("DevBuffer{}") : s;
+    };
+    line(fmt::format("const DevBuffer reads[] = {{{}}};", views(group.reads)));
+    line(fmt::format("const DevBuffer writes[] = {{{}}};", views(group.writes)));
+    line(fmt::format("{}(Block{}<W, kDynamic>{{w, p, a}}, t, reads, writes);", fn->device_body, gi));
+    close();
+
+    // Notify (leader).
+    line("template <class W, bool kDynamic>");
+    open(fmt::format("EVT_HD inline bool notify_group_{}(W& w, const Params& p, const mk::LaunchArgs& a, const int64_t* t) {{", gi));
+    line("(void)w; (void)p; (void)a; (void)t;");
+    for (const auto& out : group.out_edges) {
+      line(fmt::format("// out-edge {{{}: \"{}\"}}", out.event, out.map.str()));
+      emit_edge_elements(out, static_cast<int>(gi),
+                         fmt::format("if (!notify_{}<W, kDynamic>(w, p, a, x, {}, t, {})) return false;",
+                                     g_.event_index(out.event), gi, rank),
+                         "false");
+    }
+    line("return true;");
+    close();
+    line("");
+  }
+}
+
+void Emitter::emit_dispatch_and_loops() {
+  line("// One dispatch over task groups.");
+  auto dispatch = [&](const std::string& ret, const std::string& name, const std::string& params, const std::string& args,
+                      const std::string& fallback) {
+    line("template <class W, bool kDynamic>");
+    open(fmt::format("EVT_HD inline {} {}(W& w, const Params& p, const mk::LaunchArgs& a, int group{}) {{", ret, name, params));
+    open("switch (group) {");
+    for (size_t gi = 0; gi < g_.groups.size(); ++gi) {
+      line(fmt::format("case {}: return {}_group_{}<W, kDynamic>(w, p, a{});", gi, name, gi, args));
+    }
+    line(fmt::format("default: return {};", fallback));
+    close();
+    close();
+  };
+  dispatch("int", "wait", ", const int64_t* t, int64_t linear", ", t, linear", "mk::kAbort");
+  dispatch("void", "body", ", const int64_t* t", ", t", "");
+  dispatch("bool", "notify", ", const int64_t* t", ", t", "false");
+  line("");
+  line(R"(// Runs one task on the whole block: the leader waits, every thread runs the body, the leader
+// notifies. False when the launch aborted.
+template <class W, bool kDynamic>
+EVT_HD inline bool run_task(W& w, const Params& p, const mk::LaunchArgs& a, int group, int64_t linear) {
+  int64_t t[4] = {};
+  unravel(p, group, linear, t);
+  int step = mk::kRun;
+  if (w.leader()) step = wait<W, kDynamic>(w, p, a, group, t, linear);
+  step = w.share(step);
+  if (step == mk::kAbort) return false;
+  if (step == mk::kSkip) return true;
+  body<W, kDynamic>(w, p, a, group, t);
+  w.sync();
+  bool ok = true;
+  if (w.leader()) ok = notify<W, kDynamic>(w, p, a, group, t);
+  return w.share(ok);
+}
+
+// Static schedule: this worker's positions of the static order, in order.
+template <class W>
+EVT_HD inline void run_static(W& w, const Params& p, const mk::LaunchArgs& a) {
+  const int64_t total = total_tasks(p);
+  for (int64_t position = w.id(); position < total; position += w.count()) {
+    int group;
+    int64_t linear;
+    static_task(p, position, group, linear);
+    if (!run_task<W, false>(w, p, a, group, linear)) return;
+  }
+}
+
+// Dynamic schedule: pop, run, notify (which pushes what it released), until the launch is over.
+template <class W>
+EVT_HD inline void run_dynamic(W& w, const Params& p, const mk::LaunchArgs& a) {
+  const int64_t sources = source_tasks(p);
+  while (true) {
+    int64_t task = -1;
+    if (w.leader()) task = mk::pop_task(w, a, sources, [&](int64_t ticket) { return source_task(p, ticket); });
+    task = w.share(task);
+    if (task < 0) return;
+    int group;
+    int64_t linear;
+    task_group(p, task, group, linear);
+    const bool ok = run_task<W, true>(w, p, a, group, linear);
+    if (w.leader()) mk::tagged_add(w, &a.state->finished, a.epoch);  // after this task's pushes
+    if (!ok) return;
+  }
+}
+
+// The entry point host code is written against (runtime/megakernel/instance.h).
+struct Megakernel {
+  using ParamsType = Params;
+  static constexpr int num_dims = kNumDims, num_buffers = kNumBuffers, num_events = kNumEvents;
+  static constexpr int num_groups = kNumGroups;
+  static constexpr bool dynamic_supported = kDynamicSupported;
+  static const char* group_name(int g) { return kGroupNames[g]; }
+  static const char* event_name(int e) { return kEventNames[e]; }
+  static const char* dim_name(int d) { return kDimNames[d]; }
+  static bool runtime_count(int e) { return kRuntimeCount[e]; }
+  static void shapes(Params& p) { set_shapes(p); }
+  static int64_t elements(const Params& p, int e) { return event_elements(p, e); }
+  static int64_t tasks(const Params& p) { return total_tasks(p); }
+  static int64_t target(const Params& p, int e) { return event_target(p, e); }
+  static int64_t tiles(const Params& p, int g) { return group_tiles(p, g); }
+  static bool range_triggered(int g) { return kRangeTriggered[g]; }
+  template <class W>
+  EVT_HD static void run(W& w, const Params& p, const mk::LaunchArgs& a, bool dynamic) {
+    if (dynamic) {
+      run_dynamic(w, p, a);
+    } else {
+      run_static(w, p, a);
+    }
+  }
+};)");
+  close(fmt::format("}}  // namespace evt::generated::{}", ns_));
+}
+
+Expected<std::string> Emitter::run() {
+  EVT_RETURN_IF_ERROR(check_supported());
+  // Events, releases and fires are emitted into a buffer first: whether dynamic scheduling is
+  // possible is known only once every inverse was tried, and the prelude states it.
+  const std::string saved = out_;
+  out_.clear();
+  indent_ = 1;
+  emit_shapes();
+  emit_group_geometry();
+  emit_releases();
+  emit_fires();
+  emit_events();
+  emit_groups();
+  emit_dispatch_and_loops();
+  const std::string body = out_;
+  out_ = saved;
+  indent_ = 0;
+  emit_prelude();
+  return out_ + body;
+}
+
+}  // namespace
+
+Expected<std::string> generate_megakernel(const ir::Graph& g, const kernels::Registry& registry,
+                                          const CodegenOptions& options) {
+  return Emitter(g, registry, options.ns).run();
+}
+
+}  // namespace evt::compiler

@@ -1,0 +1,58 @@
+#pragma once
+// The CPU backend of generated megakernels: each worker is a thread standing in for an SM, with
+// a block of one thread. CI runs the generated scheduling code through it.
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "runtime/megakernel/support.h"
+
+namespace evt::mk {
+
+class CpuWorker {
+ public:
+  CpuWorker(int id, int count) : id_(id), count_(count) {}
+
+  int id() const { return id_; }
+  int count() const { return count_; }
+  bool leader() const { return true; }
+  void sync() const {}
+  template <typename T>
+  T share(T v) const {
+    return v;
+  }
+
+  uint64_t load_acquire(const uint64_t* p) const {
+    return std::atomic_ref<uint64_t>(*const_cast<uint64_t*>(p)).load(std::memory_order_acquire);
+  }
+  uint64_t fetch_add_release(uint64_t* p, uint64_t v) const {
+    return std::atomic_ref<uint64_t>(*p).fetch_add(v, std::memory_order_acq_rel);
+  }
+  uint64_t fetch_max(uint64_t* p, uint64_t v) const {
+    std::atomic_ref<uint64_t> a(*p);
+    uint64_t old = a.load(std::memory_order_relaxed);
+    while (old < v && !a.compare_exchange_weak(old, v, std::memory_order_acq_rel)) {
+    }
+    return old;
+  }
+  void store_release(uint64_t* p, uint64_t v) const {
+    std::atomic_ref<uint64_t>(*p).store(v, std::memory_order_release);
+  }
+  uint64_t now_ns() const {
+    return static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+            .count());
+  }
+  // Workers may outnumber cores: yield so the thread being waited for runs.
+  void pause() const { std::this_thread::yield(); }
+
+  // The tile-body block interface (tile_body.h): one thread.
+  int thread() const { return 0; }
+  int threads() const { return 1; }
+
+ private:
+  int id_, count_;
+};
+
+}  // namespace evt::mk

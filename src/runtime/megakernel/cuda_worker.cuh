@@ -1,0 +1,59 @@
+#pragma once
+// The CUDA backend of generated megakernels: one worker per thread block, thread 0 schedules.
+// Device-scope atomics order tile data between blocks: a notifier's block barrier, fence and
+// release add publish the tile's writes; a waiter's acquire load and block barrier receive them.
+
+#include <cuda/atomic>
+
+#include "runtime/megakernel/support.h"
+
+namespace evt::mk {
+
+class CudaWorker {
+ public:
+  __device__ explicit CudaWorker(uint64_t* shared_slot) : slot_(shared_slot) {}
+
+  __device__ int id() const { return static_cast<int>(blockIdx.x); }
+  __device__ int count() const { return static_cast<int>(gridDim.x); }
+  __device__ bool leader() const { return threadIdx.x == 0; }
+  __device__ void sync() const { __syncthreads(); }
+  template <typename T>
+  __device__ T share(T v) const {
+    static_assert(sizeof(T) <= sizeof(uint64_t), "share() moves at most 8 bytes");
+    __syncthreads();  // everyone has read the previous value
+    if (leader()) *reinterpret_cast<T*>(slot_) = v;
+    __syncthreads();
+    return *reinterpret_cast<const T*>(slot_);
+  }
+
+  __device__ uint64_t load_acquire(const uint64_t* p) const {
+    return ref(p).load(cuda::memory_order_acquire);
+  }
+  __device__ uint64_t fetch_add_release(uint64_t* p, uint64_t v) const {
+    __threadfence();  // the block's writes, ordered by the preceding barrier, go first
+    return ref(p).fetch_add(v, cuda::memory_order_acq_rel);
+  }
+  __device__ uint64_t fetch_max(uint64_t* p, uint64_t v) const { return ref(p).fetch_max(v, cuda::memory_order_relaxed); }
+  __device__ void store_release(uint64_t* p, uint64_t v) const {
+    __threadfence();
+    ref(p).store(v, cuda::memory_order_release);
+  }
+  __device__ uint64_t now_ns() const {
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+  }
+  __device__ void pause() const {}
+
+  // The tile-body block interface (tile_body.h).
+  __device__ int thread() const { return static_cast<int>(threadIdx.x); }
+  __device__ int threads() const { return static_cast<int>(blockDim.x); }
+
+ private:
+  __device__ static cuda::atomic_ref<uint64_t, cuda::thread_scope_device> ref(const uint64_t* p) {
+    return cuda::atomic_ref<uint64_t, cuda::thread_scope_device>(*const_cast<uint64_t*>(p));
+  }
+  uint64_t* slot_;
+};
+
+}  // namespace evt::mk
