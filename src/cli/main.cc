@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cli/bench_sched.h"
 #include "cli/devices_command.h"
 #include "cli/graph_command.h"
 
@@ -11,6 +12,9 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   evt::cli::add_graph_command(app);
   evt::cli::add_devices_command(app);
+  CLI::App* bench = app.add_subcommand("bench", "Benchmarks, printed as a table and optionally written as JSON");
+  bench->require_subcommand(1);
+  evt::cli::add_bench_sched_command(*bench);
   try {
     app.parse(argc, argv);
   } catch (const CLI::Error& e) {

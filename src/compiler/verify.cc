@@ -37,8 +37,10 @@ class Verifier {
 
   Status result() const {
     if (errors_.empty()) return Status();
+    constexpr size_t kMaxShown = 20;
     std::string msg = fmt::format("{} error{}:", errors_.size(), errors_.size() == 1 ? "" : "s");
-    for (const auto& e : errors_) msg += "\n  " + e;
+    for (size_t i = 0; i < errors_.size() && i < kMaxShown; ++i) msg += "\n  " + errors_[i];
+    if (errors_.size() > kMaxShown) msg += fmt::format("\n  ... and {} more", errors_.size() - kMaxShown);
     return Status::error(msg);
   }
 

@@ -19,12 +19,12 @@ namespace {
 
 // Runs `graph` through the CPU executor and through megakernel MK for each B, in `order`.
 template <class MK>
-void check_against_executor(const std::string& example, const std::vector<int64_t>& order, bool dynamic) {
+void check_against_executor(const std::string& example, const std::vector<int64_t>& order, mk::Schedule schedule) {
   const ir::Graph g = testing::compiled_example(example, {{"B", 17}});
   mk::CpuMegakernel<MK> kernel;
   for (size_t k = 0; k < order.size(); ++k) {
     const int64_t b = order[k];
-    SCOPED_TRACE(::testing::Message() << example << " B=" << b << (dynamic ? " dynamic" : " static"));
+    SCOPED_TRACE(::testing::Message() << example << " B=" << b << " schedule " << schedule);
     auto tg = ir::instantiate(g, {{"B", b}});
     ASSERT_TRUE(tg.ok()) << tg.status().message();
     auto expected = testing::seeded_store(*tg, b);
@@ -37,7 +37,7 @@ void check_against_executor(const std::string& example, const std::vector<int64_
     const int64_t dims[] = {b};
     auto params = mk::make_params<MK>(dims, buffers);
     ASSERT_TRUE(params.ok()) << params.status().message();
-    Status run = kernel.run(*params, {.workers = 1 + static_cast<int>(k % 4), .dynamic = dynamic});
+    Status run = kernel.run(*params, {.workers = 1 + static_cast<int>(k % 4), .schedule = schedule});
     ASSERT_TRUE(run.ok()) << run.message();
     Status same = store->compare_outputs(*expected);
     ASSERT_TRUE(same.ok()) << same.message();
@@ -52,36 +52,33 @@ std::vector<int64_t> shuffled_bindings(uint64_t seed) {
   return order;
 }
 
-TEST(MegakernelCpu, SplitKStaticMatchesExecutor) {
-  check_against_executor<generated::splitk::Megakernel>("splitk.evt", shuffled_bindings(1), false);
+class SplitK : public ::testing::TestWithParam<mk::Schedule> {};
+TEST_P(SplitK, MatchesExecutor) {
+  check_against_executor<generated::splitk::Megakernel>("splitk.evt", shuffled_bindings(GetParam() + 1), GetParam());
 }
+INSTANTIATE_TEST_SUITE_P(MegakernelCpu, SplitK, ::testing::Values(mk::kStatic, mk::kDynamic, mk::kKernels));
 
-TEST(MegakernelCpu, SplitKDynamicMatchesExecutor) {
-  check_against_executor<generated::splitk::Megakernel>("splitk.evt", shuffled_bindings(2), true);
+class Moe : public ::testing::TestWithParam<mk::Schedule> {};
+TEST_P(Moe, MatchesExecutor) {
+  check_against_executor<generated::moe_routed::Megakernel>("moe_routed.evt", shuffled_bindings(GetParam() + 7),
+                                                            GetParam());
 }
-
-TEST(MegakernelCpu, MoeStaticMatchesExecutor) {
-  check_against_executor<generated::moe_routed::Megakernel>("moe_routed.evt", shuffled_bindings(3), false);
-}
-
-TEST(MegakernelCpu, MoeDynamicMatchesExecutor) {
-  check_against_executor<generated::moe_routed::Megakernel>("moe_routed.evt", shuffled_bindings(4), true);
-}
+INSTANTIATE_TEST_SUITE_P(MegakernelCpu, Moe, ::testing::Values(mk::kStatic, mk::kDynamic, mk::kKernels));
 
 // Bound spins: a wrong count (verifier bypassed at codegen) stops the launch with a record.
-template <bool kDynamic>
-Status run_wrong_count(mk::CpuMegakernel<generated::splitk_wrong_count::Megakernel>& kernel, int64_t b) {
+Status run_wrong_count(mk::CpuMegakernel<generated::splitk_wrong_count::Megakernel>& kernel, int64_t b,
+                       mk::Schedule schedule) {
   std::vector<float> a(b * 32 * 128, 1.0f), p(b * 32 * 4), c(b * 32);
   void* buffers[] = {a.data(), p.data(), c.data()};
   const int64_t dims[] = {b};
   auto params = mk::make_params<generated::splitk_wrong_count::Megakernel>(dims, buffers);
   EXPECT_TRUE(params.ok());
-  return kernel.run(*params, {.workers = 3, .dynamic = kDynamic, .spin_limit_ns = 100'000'000});
+  return kernel.run(*params, {.workers = 3, .schedule = schedule, .spin_limit_ns = 100'000'000});
 }
 
 TEST(MegakernelCpu, WrongCountTimesOutWithRecordStatic) {
   mk::CpuMegakernel<generated::splitk_wrong_count::Megakernel> kernel;
-  Status s = run_wrong_count<false>(kernel, 3);
+  Status s = run_wrong_count(kernel, 3, mk::kStatic);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("wait timed out"), std::string::npos) << s.message();
   EXPECT_NE(s.message().find("task final("), std::string::npos) << s.message();
@@ -91,7 +88,7 @@ TEST(MegakernelCpu, WrongCountTimesOutWithRecordStatic) {
 
 TEST(MegakernelCpu, WrongCountLeavesTasksUnrunDynamic) {
   mk::CpuMegakernel<generated::splitk_wrong_count::Megakernel> kernel;
-  Status s = run_wrong_count<true>(kernel, 3);
+  Status s = run_wrong_count(kernel, 3, mk::kDynamic);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("the dynamic launch ended with 12 of 15 tasks run"), std::string::npos) << s.message();
   EXPECT_NE(s.message().find("event E element 0 received 4 of 5 notifications"), std::string::npos) << s.message();

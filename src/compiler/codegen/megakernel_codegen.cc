@@ -233,6 +233,7 @@ void Emitter::emit_shapes() {
   const Scope s = dims_scope();
   line("// Buffer shapes from the dims (data pointers are the caller's).");
   open("EVT_HD inline void set_shapes(Params& p) {");
+  line("(void)p;");
   for (size_t b = 0; b < g_.buffers.size(); ++b) {
     const auto& shape = g_.buffers[b].shape;
     line(fmt::format("p.buffers[{}].rank = {};", b, shape.size()));
@@ -320,16 +321,17 @@ void Emitter::emit_group_geometry() {
   close();
   close();
   // The static order: groups in topological order, tiles in order within each.
+  open("EVT_HD inline int group_order(int k) {");
+  open("switch (k) {");
+  for (size_t k = 0; k < group_order_.size(); ++k) line(fmt::format("case {}: return {};", k, group_order_[k]));
+  line("default: return -1;");
+  close();
+  close();
   open("EVT_HD inline void static_task(const Params& p, int64_t position, int& group, int64_t& linear) {");
-  line(fmt::format("constexpr int kOrder[] = {{{}}};", [&] {
-    std::string s;
-    for (int x : group_order_) s += std::to_string(x) + ", ";
-    return s;
-  }()));
   open("for (int k = 0; k < kNumGroups; ++k) {");
-  line("const int64_t n = group_tiles(p, kOrder[k]);");
+  line("const int64_t n = group_tiles(p, group_order(k));");
   open("if (position < n) {");
-  line("group = kOrder[k];");
+  line("group = group_order(k);");
   line("linear = position;");
   line("return;");
   close();
@@ -376,8 +378,11 @@ void Emitter::emit_edge_elements(const ir::Edge& edge, int group, const std::str
         ++opened;
         break;
       case ir::Coord::Kind::kScalar:
-        // A one-trip loop, so that `continue` skips just this coordinate's value.
-        open(fmt::format("for (int once_{0} = 0; once_{0} < 1; ++once_{0}) {{", loop_++));
+        if (ir::is_data_independent(c.expr)) {
+          open("{");
+        } else {  // a one-trip loop, so that `continue` skips just this coordinate's value
+          open(fmt::format("for (int once_{0} = 0; once_{0} < 1; ++once_{0}) {{", loop_++));
+        }
         ++opened;
         line(fmt::format("const int64_t {} = {};", v, expr(c.expr, s)));
         if (!ir::is_data_independent(c.expr)) line(fmt::format("if ({} < 0) continue;  // no event", v));
@@ -592,7 +597,7 @@ void Emitter::emit_events() {
     line(fmt::format("return mk::wait_arrivals(w, a, p.counters[{0}] + x, target, group, t, rank, {0}, x);", e));
     close();
     // Notify (leader): one arrival; the last one fires the element.
-    line("template <class W, bool kDynamic>");
+    line("template <class W, mk::Schedule kS>");
     open(fmt::format("EVT_HD inline bool notify_{}(W& w, const Params& p, const mk::LaunchArgs& a, int64_t x, int group, "
                      "const int64_t* t, int rank) {{",
                      e));
@@ -608,11 +613,11 @@ void Emitter::emit_events() {
     line(fmt::format("mk::fail(w, a, mk::ErrorKind::kOverNotified, group, t, rank, {}, x, int64_t{{target}} - got);", e));
     line("return false;");
     close();
-    line(fmt::format("if (kDynamic && got == target) fire_{}<W>(w, p, a, x);", e));
+    line(fmt::format("if (kS == mk::kDynamic && got == target) fire_{}<W>(w, p, a, x);", e));
     line("return true;");
     close();
     if (runtime) {
-      line("template <class W, bool kDynamic>");
+      line("template <class W, mk::Schedule kS>");
       open(fmt::format("EVT_HD inline void set_count_{}(W& w, const Params& p, const mk::LaunchArgs& a, int64_t x, "
                        "int64_t count) {{",
                        e));
@@ -621,7 +626,7 @@ void Emitter::emit_events() {
       line("return;");
       close();
       line(fmt::format("w.store_release(p.targets[{}] + x, mk::epoch_tag(a.epoch) | static_cast<uint32_t>(count));", e));
-      line(fmt::format("if (kDynamic && count == 0) fire_{}<W>(w, p, a, x);", e));
+      line(fmt::format("if (kS == mk::kDynamic && count == 0) fire_{}<W>(w, p, a, x);", e));
       close();
     }
   }
@@ -638,7 +643,7 @@ void Emitter::emit_groups() {
     line(fmt::format("// task group {}: {} over a rank-{} tile grid", group.name, group.function, rank));
 
     // The Block a body sees: the worker's threads, plus the group's run-time count setters.
-    line("template <class W, bool kDynamic>");
+    line("template <class W, mk::Schedule kS>");
     open(fmt::format("struct Block{} {{", gi));
     line("W& w;");
     line("const Params& p;");
@@ -649,14 +654,14 @@ void Emitter::emit_groups() {
     open("EVT_HD void set_wait_count(int slot, int64_t element, int64_t count) const {");
     line("(void)element; (void)count;");
     for (size_t k = 0; k < group.sets.size(); ++k) {
-      line(fmt::format("if (slot == {}) set_count_{}<W, kDynamic>(w, p, a, element, count);", k,
+      line(fmt::format("if (slot == {}) set_count_{}<W, kS>(w, p, a, element, count);", k,
                        g_.event_index(group.sets[k])));
     }
     close();
     close("};");
 
     // Wait (leader).
-    line("template <class W, bool kDynamic>");
+    line("template <class W, mk::Schedule kS>");
     open(fmt::format("EVT_HD inline int wait_group_{}(W& w, const Params& p, const mk::LaunchArgs& a, const int64_t* t, "
                      "int64_t linear) {{",
                      gi));
@@ -664,18 +669,21 @@ void Emitter::emit_groups() {
     auto wait_action = [&](const ir::Edge& in) {
       return fmt::format("if (!wait_{}(w, p, a, x, {}, t, {})) return mk::kAbort;", g_.event_index(in.event), gi, rank);
     };
+    // Kernel boundaries synchronize the kernels mode: it waits on nothing.
+    open("if constexpr (kS != mk::kKernels) {");
     for (const auto& in : group.in_edges) {
       if (in.map.kind != ir::EdgeMap::Kind::kMap || !in.map.is_data_independent()) continue;
       line(fmt::format("// in-edge {{{}: \"{}\"}}", in.event, in.map.str()));
       emit_edge_elements(in, static_cast<int>(gi), wait_action(in), "mk::kAbort");
     }
+    close();
     for (const auto& in : group.in_edges) {
       if (in.map.kind != ir::EdgeMap::Kind::kRangeTrigger) continue;
       const int ei = g_.event_index(in.event);
       const ir::Event& ev = g_.events[ei];
       line(fmt::format("// range trigger {{{}: \"{}\"}}: dynamic scheduling pushed this task when a range covered it;", in.event, in.map.str()));
       line("// the static schedule finds the covering element itself, now that the index buffers are ready.");
-      open("if (!kDynamic) {");
+      open("if constexpr (kS != mk::kDynamic) {");
       line("int64_t found = -1;");
       open(fmt::format("for (int64_t x = 0; x < event_elements(p, {}) && found < 0; ++x) {{", ei));
       Scope es = dims_scope();
@@ -689,19 +697,21 @@ void Emitter::emit_groups() {
       line(fmt::format("if ({} <= linear && linear < {}) found = x;", expr(in.map.range_begin, es), expr(in.map.range_end, es)));
       close();
       line("if (found < 0) return mk::kSkip;");
-      line(fmt::format("if (!wait_{}(w, p, a, found, {}, t, {})) return mk::kAbort;", ei, gi, rank));
+      line(fmt::format("if (kS != mk::kKernels && !wait_{}(w, p, a, found, {}, t, {})) return mk::kAbort;", ei, gi, rank));
       close();
     }
     for (const auto& in : group.in_edges) {
       if (in.map.kind != ir::EdgeMap::Kind::kMap || in.map.is_data_independent()) continue;
       line(fmt::format("// data-dependent in-edge {{{}: \"{}\"}} (static scheduling only)", in.event, in.map.str()));
+      open("if constexpr (kS != mk::kKernels) {");
       emit_edge_elements(in, static_cast<int>(gi), wait_action(in), "mk::kAbort");
+      close();
     }
     line("return mk::kRun;");
     close();
 
     // Body (every thread of the block).
-    line("template <class W, bool kDynamic>");
+    line("template <class W, mk::Schedule kS>");
     open(fmt::format("EVT_HD inline void body_group_{}(W& w, const Params& p, const mk::LaunchArgs& a, const int64_t* t) {{", gi));
     auto views = [&](const std::vector<std::string>& names) {
       std::string s;
@@ -710,20 +720,22 @@ void Emitter::emit_groups() {
     };
     line(fmt::format("const DevBuffer reads[] = {{{}}};", views(group.reads)));
     line(fmt::format("const DevBuffer writes[] = {{{}}};", views(group.writes)));
-    line(fmt::format("{}(Block{}<W, kDynamic>{{w, p, a}}, t, reads, writes);", fn->device_body, gi));
+    line(fmt::format("{}(Block{}<W, kS>{{w, p, a}}, t, reads, writes);", fn->device_body, gi));
     close();
 
     // Notify (leader).
-    line("template <class W, bool kDynamic>");
+    line("template <class W, mk::Schedule kS>");
     open(fmt::format("EVT_HD inline bool notify_group_{}(W& w, const Params& p, const mk::LaunchArgs& a, const int64_t* t) {{", gi));
     line("(void)w; (void)p; (void)a; (void)t;");
+    open("if constexpr (kS != mk::kKernels) {  // kernel boundaries synchronize the kernels mode");
     for (const auto& out : group.out_edges) {
       line(fmt::format("// out-edge {{{}: \"{}\"}}", out.event, out.map.str()));
       emit_edge_elements(out, static_cast<int>(gi),
-                         fmt::format("if (!notify_{}<W, kDynamic>(w, p, a, x, {}, t, {})) return false;",
+                         fmt::format("if (!notify_{}<W, kS>(w, p, a, x, {}, t, {})) return false;",
                                      g_.event_index(out.event), gi, rank),
                          "false");
     }
+    close();
     line("return true;");
     close();
     line("");
@@ -734,11 +746,11 @@ void Emitter::emit_dispatch_and_loops() {
   line("// One dispatch over task groups.");
   auto dispatch = [&](const std::string& ret, const std::string& name, const std::string& params, const std::string& args,
                       const std::string& fallback) {
-    line("template <class W, bool kDynamic>");
+    line("template <class W, mk::Schedule kS>");
     open(fmt::format("EVT_HD inline {} {}(W& w, const Params& p, const mk::LaunchArgs& a, int group{}) {{", ret, name, params));
     open("switch (group) {");
     for (size_t gi = 0; gi < g_.groups.size(); ++gi) {
-      line(fmt::format("case {}: return {}_group_{}<W, kDynamic>(w, p, a{});", gi, name, gi, args));
+      line(fmt::format("case {}: return {}_group_{}<W, kS>(w, p, a{});", gi, name, gi, args));
     }
     line(fmt::format("default: return {};", fallback));
     close();
@@ -750,19 +762,19 @@ void Emitter::emit_dispatch_and_loops() {
   line("");
   line(R"(// Runs one task on the whole block: the leader waits, every thread runs the body, the leader
 // notifies. False when the launch aborted.
-template <class W, bool kDynamic>
+template <class W, mk::Schedule kS>
 EVT_HD inline bool run_task(W& w, const Params& p, const mk::LaunchArgs& a, int group, int64_t linear) {
   int64_t t[4] = {};
   unravel(p, group, linear, t);
   int step = mk::kRun;
-  if (w.leader()) step = wait<W, kDynamic>(w, p, a, group, t, linear);
+  if (w.leader()) step = wait<W, kS>(w, p, a, group, t, linear);
   step = w.share(step);
   if (step == mk::kAbort) return false;
   if (step == mk::kSkip) return true;
-  body<W, kDynamic>(w, p, a, group, t);
+  body<W, kS>(w, p, a, group, t);
   w.sync();
   bool ok = true;
-  if (w.leader()) ok = notify<W, kDynamic>(w, p, a, group, t);
+  if (w.leader()) ok = notify<W, kS>(w, p, a, group, t);
   return w.share(ok);
 }
 
@@ -774,7 +786,16 @@ EVT_HD inline void run_static(W& w, const Params& p, const mk::LaunchArgs& a) {
     int group;
     int64_t linear;
     static_task(p, position, group, linear);
-    if (!run_task<W, false>(w, p, a, group, linear)) return;
+    if (!run_task<W, mk::kStatic>(w, p, a, group, linear)) return;
+  }
+}
+
+// Kernels mode: one ordinary launch per task group, in static_task's group order.
+template <class W>
+EVT_HD inline void run_group(W& w, const Params& p, const mk::LaunchArgs& a, int group) {
+  const int64_t tiles = group_tiles(p, group);
+  for (int64_t linear = w.id(); linear < tiles; linear += w.count()) {
+    if (!run_task<W, mk::kKernels>(w, p, a, group, linear)) return;
   }
 }
 
@@ -790,7 +811,7 @@ EVT_HD inline void run_dynamic(W& w, const Params& p, const mk::LaunchArgs& a) {
     int group;
     int64_t linear;
     task_group(p, task, group, linear);
-    const bool ok = run_task<W, true>(w, p, a, group, linear);
+    const bool ok = run_task<W, mk::kDynamic>(w, p, a, group, linear);
     if (w.leader()) mk::tagged_add(w, &a.state->finished, a.epoch);  // after this task's pushes
     if (!ok) return;
   }
@@ -812,6 +833,8 @@ struct Megakernel {
   static int64_t target(const Params& p, int e) { return event_target(p, e); }
   static int64_t tiles(const Params& p, int g) { return group_tiles(p, g); }
   static bool range_triggered(int g) { return kRangeTriggered[g]; }
+  // The groups in launch order for the kernels mode (a topological order).
+  static int launch_order(int k) { return group_order(k); }
   template <class W>
   EVT_HD static void run(W& w, const Params& p, const mk::LaunchArgs& a, bool dynamic) {
     if (dynamic) {
@@ -819,6 +842,10 @@ struct Megakernel {
     } else {
       run_static(w, p, a);
     }
+  }
+  template <class W>
+  EVT_HD static void run_one_group(W& w, const Params& p, const mk::LaunchArgs& a, int group) {
+    run_group(w, p, a, group);
   }
 };)");
   close(fmt::format("}}  // namespace evt::generated::{}", ns_));

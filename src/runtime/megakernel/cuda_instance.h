@@ -6,6 +6,8 @@
 
 #include <cuda_runtime.h>
 
+#include <chrono>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -55,8 +57,11 @@ template <class MK>
 class CudaMegakernel {
  public:
   struct Options {
-    bool dynamic = false;
-    int blocks = 0;  // 0: one per SM
+    Schedule schedule = kStatic;
+    // Kernels mode only: replay the launch sequence from a CUDA graph captured once per set of
+    // parameters (the vLLM/SGLang approach), instead of launching each kernel.
+    bool cuda_graph = false;
+    int blocks = 0;  // megakernel grid; 0: one block per SM
     int64_t spin_limit_ns = 1'000'000'000;
     cudaStream_t stream = nullptr;
   };
@@ -71,12 +76,26 @@ class CudaMegakernel {
     return k;
   }
 
+  ~CudaMegakernel() {
+    for (auto& c : graphs_) cudaGraphExecDestroy(c.exec);
+  }
+
   int sms() const { return sms_; }
   int max_coresident_blocks() const { return sms_ * blocks_per_sm_; }
+  // Milliseconds the last CUDA-graph capture and instantiation took (0 if it was cached).
+  double last_capture_ms() const { return last_capture_ms_; }
 
-  // `p.buffers[].data` are device pointers.
+  // `p.buffers[].data` are device pointers. Launches and waits for the result.
   Status run(ParamsOf<MK> p, const Options& o) {
-    if (o.dynamic && !MK::dynamic_supported) return error("this megakernel has no dynamic schedule");
+    EVT_RETURN_IF_ERROR(enqueue(p, o));
+    return finish();
+  }
+
+  // Launches without waiting (benchmarks time the stream around this); finish() then waits
+  // and reports the launch's error record.
+  Status enqueue(ParamsOf<MK> p, const Options& o) {
+    if (o.schedule == kDynamic && !MK::dynamic_supported) return error("this megakernel has no dynamic schedule");
+    if (o.cuda_graph && o.schedule != kKernels) return error("CUDA graphs capture the kernels mode only");
     const int blocks = o.blocks > 0 ? o.blocks : sms_;
     // Spinning blocks deadlock unless every block of the grid is resident at once.
     if (blocks > max_coresident_blocks()) {
@@ -100,22 +119,87 @@ class CudaMegakernel {
     EVT_RETURN_IF_ERROR(pending_.reserve(tasks));
     EVT_RETURN_IF_ERROR(slots_.reserve(tasks));
     auto* state = reinterpret_cast<SchedulerState*>(state_.data());
-    const LaunchArgs a{++epoch_, o.spin_limit_ns, state, slots_.data(), pending_.data()};
-    EVT_CUDA_RETURN(CudaLaunch<MK>::launch(p, a, blocks, o.dynamic, o.stream));
-    EVT_CUDA_RETURN(cudaStreamSynchronize(o.stream));
+    LaunchArgs a{++epoch_, o.spin_limit_ns, state, slots_.data(), pending_.data()};
+    last_capture_ms_ = 0;
+    if (o.schedule != kKernels) {
+      EVT_CUDA_RETURN(CudaLaunch<MK>::launch(p, a, blocks, o.schedule == kDynamic, o.stream));
+    } else if (!o.cuda_graph) {
+      EVT_RETURN_IF_ERROR(launch_groups(p, a, o.stream));
+    } else {
+      EVT_ASSIGN_OR_RETURN(const CapturedGraph* graph, captured(p, a, o.stream));
+      a.epoch = graph->epoch;  // the epoch baked into the graph's kernel arguments
+      EVT_CUDA_RETURN(cudaGraphLaunch(graph->exec, o.stream));
+    }
+    pending_launch_ = Launch{p, a, o, f.elements};
+    return Status();
+  }
+
+  Status finish() {
+    const Launch& l = pending_launch_;
+    EVT_CUDA_RETURN(cudaStreamSynchronize(l.options.stream));
     SchedulerState s;
-    EVT_CUDA_RETURN(cudaMemcpy(&s, state, sizeof s, cudaMemcpyDeviceToHost));
-    if (s.abort == (epoch_tag(epoch_) | 1)) return Status::error(describe_failure<MK>(s.error));
-    if (!o.dynamic) return Status();
-    return check_dynamic_completion<MK>(p, s, epoch_, [&](int e) {
-      std::vector<uint64_t> c(f.elements[e]);
+    EVT_CUDA_RETURN(cudaMemcpy(&s, l.args.state, sizeof s, cudaMemcpyDeviceToHost));
+    if (s.abort == (epoch_tag(l.args.epoch) | 1)) return Status::error(describe_failure<MK>(s.error));
+    if (l.options.schedule != kDynamic) return Status();
+    return check_dynamic_completion<MK>(l.params, s, l.args.epoch, [&](int e) {
+      std::vector<uint64_t> c(l.elements[e]);
       cudaMemcpy(c.data(), counters_[e].data(), c.size() * sizeof(uint64_t), cudaMemcpyDeviceToHost);
       return c;
     });
   }
 
+  // Enqueues the kernels mode: one launch per task group, in a topological order.
+  Status launch_groups(const ParamsOf<MK>& p, const LaunchArgs& a, cudaStream_t stream) {
+    for (int k = 0; k < MK::num_groups; ++k) {
+      const int g = MK::launch_order(k);
+      const int64_t tiles = MK::tiles(p, g);
+      if (tiles == 0) continue;
+      const int blocks = static_cast<int>(std::min<int64_t>(tiles, max_coresident_blocks()));
+      EVT_CUDA_RETURN(CudaLaunch<MK>::launch_group(p, a, g, blocks, stream));
+    }
+    return Status();
+  }
+
  private:
+  struct CapturedGraph {
+    ParamsOf<MK> params;
+    uint32_t epoch;
+    cudaGraphExec_t exec;
+  };
+
+  // The graph for these exact parameters, captured now if it is new.
+  Expected<const CapturedGraph*> captured(const ParamsOf<MK>& p, const LaunchArgs& a, cudaStream_t stream) {
+    for (const auto& c : graphs_) {
+      if (std::memcmp(&c.params, &p, sizeof p) == 0) return &c;
+    }
+    if (stream == nullptr) return error("CUDA graph capture needs a stream other than the default one");
+    const auto start = std::chrono::steady_clock::now();
+    EVT_CUDA_RETURN(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    Status launched = launch_groups(p, a, stream);
+    cudaGraph_t graph = nullptr;
+    const cudaError_t ended = cudaStreamEndCapture(stream, &graph);
+    EVT_RETURN_IF_ERROR(launched);
+    EVT_CUDA_RETURN(ended);
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    EVT_CUDA_RETURN(made);
+    last_capture_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    graphs_.push_back({p, a.epoch, exec});
+    return &graphs_.back();
+  }
+
+  struct Launch {
+    ParamsOf<MK> params;
+    LaunchArgs args;
+    Options options;
+    std::vector<int64_t> elements;
+  };
+
   CudaMegakernel() = default;
+  Launch pending_launch_{};
+  std::vector<CapturedGraph> graphs_;
+  double last_capture_ms_ = 0;
   int sms_ = 0, blocks_per_sm_ = 0;
   std::vector<DeviceWords> counters_, targets_;
   DeviceWords pending_, slots_, state_;

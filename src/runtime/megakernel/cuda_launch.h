@@ -16,6 +16,9 @@ struct CudaLaunch {
   static cudaError_t blocks_per_sm(int* blocks);
   static cudaError_t launch(const typename MK::ParamsType& p, const LaunchArgs& a, int blocks, bool dynamic,
                             cudaStream_t stream);
+  // Kernels mode: one ordinary launch running the tiles of one task group.
+  static cudaError_t launch_group(const typename MK::ParamsType& p, const LaunchArgs& a, int group, int blocks,
+                                  cudaStream_t stream);
 };
 
 }  // namespace evt::mk

@@ -112,12 +112,12 @@ class CpuMegakernel {
  public:
   struct Options {
     int workers = 4;
-    bool dynamic = false;
+    Schedule schedule = kStatic;
     int64_t spin_limit_ns = 2'000'000'000;
   };
 
   Status run(ParamsOf<MK> p, const Options& o) {
-    if (o.dynamic && !MK::dynamic_supported) return error("this megakernel has no dynamic schedule");
+    if (o.schedule == kDynamic && !MK::dynamic_supported) return error("this megakernel has no dynamic schedule");
     if (o.workers < 1) return error("need at least one worker, got {}", o.workers);
     const Footprint<MK> f(p);
     grow(f);
@@ -126,16 +126,26 @@ class CpuMegakernel {
       p.targets[e] = MK::runtime_count(e) ? targets_[e].data() : nullptr;
     }
     const LaunchArgs a{++epoch_, o.spin_limit_ns, &state_, slots_.data(), pending_.data()};
-    std::vector<std::thread> threads;
-    for (int w = 0; w < o.workers; ++w) {
-      threads.emplace_back([&, w] {
-        CpuWorker worker(w, o.workers);
-        MK::run(worker, p, a, o.dynamic);
-      });
+    // Workers run `fn`; joining them is the launch boundary.
+    auto launch = [&](auto&& fn) {
+      std::vector<std::thread> threads;
+      for (int w = 0; w < o.workers; ++w) {
+        threads.emplace_back([&, w] {
+          CpuWorker worker(w, o.workers);
+          fn(worker);
+        });
+      }
+      for (auto& t : threads) t.join();
+    };
+    if (o.schedule == kKernels) {
+      for (int k = 0; k < MK::num_groups; ++k) {
+        launch([&](CpuWorker& w) { MK::run_one_group(w, p, a, MK::launch_order(k)); });
+      }
+    } else {
+      launch([&](CpuWorker& w) { MK::run(w, p, a, o.schedule == kDynamic); });
     }
-    for (auto& t : threads) t.join();
     if (state_.abort == (epoch_tag(epoch_) | 1)) return Status::error(describe_failure<MK>(state_.error));
-    if (!o.dynamic) return Status();
+    if (o.schedule != kDynamic) return Status();
     return check_dynamic_completion<MK>(p, state_, epoch_, [&](int e) {
       return std::vector<uint64_t>(counters_[e].begin(), counters_[e].begin() + f.elements[e]);
     });

@@ -54,6 +54,10 @@ EVT_HD int64_t load_at(const DevBuffer& b, bool wide, I... index) {
   return load_index(b, idx, wide);
 }
 
+// How a generated kernel is being run. kKernels: one launch per task group in topological order,
+// as ordinary kernels; launch boundaries synchronize, so tasks neither wait nor notify.
+enum Schedule : int { kStatic = 0, kDynamic = 1, kKernels = 2 };
+
 // What a task's wait step decided.
 enum Step : int { kRun = 0, kSkip = 1, kAbort = 2 };
 

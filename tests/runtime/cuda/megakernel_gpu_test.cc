@@ -52,12 +52,14 @@ std::vector<int64_t> shuffled_bindings(uint64_t seed) {
 }
 
 template <class MK>
-void check_against_executor(const std::string& example, bool dynamic, uint64_t seed) {
+void check_against_executor(const std::string& example, mk::Schedule schedule, uint64_t seed, bool cuda_graph = false) {
   const ir::Graph g = testing::compiled_example(example, {{"B", 17}});
   auto kernel = mk::CudaMegakernel<MK>::create();
   ASSERT_TRUE(kernel.ok()) << kernel.status().message();
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
   for (int64_t b : shuffled_bindings(seed)) {
-    SCOPED_TRACE(::testing::Message() << example << " B=" << b << (dynamic ? " dynamic" : " static"));
+    SCOPED_TRACE(::testing::Message() << example << " B=" << b << " schedule " << schedule << (cuda_graph ? " graph" : ""));
     auto tg = ir::instantiate(g, {{"B", b}});
     ASSERT_TRUE(tg.ok()) << tg.status().message();
     auto expected = testing::seeded_store(*tg, b);
@@ -68,22 +70,37 @@ void check_against_executor(const std::string& example, bool dynamic, uint64_t s
     const int64_t dims[] = {b};
     auto params = mk::make_params<MK>(dims, device.pointers());
     ASSERT_TRUE(params.ok()) << params.status().message();
-    Status run = (*kernel)->run(*params, {.dynamic = dynamic});
+    Status run = (*kernel)->run(*params, {.schedule = schedule, .cuda_graph = cuda_graph, .stream = stream});
     ASSERT_TRUE(run.ok()) << run.message();
     device.copy_back(*store);
     Status same = store->compare_outputs(*expected);
     ASSERT_TRUE(same.ok()) << same.message();
   }
+  cudaStreamDestroy(stream);
 }
 
-TEST(MegakernelGpu, SplitKStatic) { check_against_executor<generated::splitk::Megakernel>("splitk.evt", false, 1); }
-TEST(MegakernelGpu, SplitKDynamic) { check_against_executor<generated::splitk::Megakernel>("splitk.evt", true, 2); }
-TEST(MegakernelGpu, MoeStatic) { check_against_executor<generated::moe_routed::Megakernel>("moe_routed.evt", false, 3); }
-TEST(MegakernelGpu, MoeDynamic) { check_against_executor<generated::moe_routed::Megakernel>("moe_routed.evt", true, 4); }
+// Exec modes: the megakernel (static, dynamic), kernels, and kernels replayed from CUDA graphs.
+struct Mode {
+  mk::Schedule schedule;
+  bool cuda_graph;
+};
+class SplitK : public ::testing::TestWithParam<Mode> {};
+TEST_P(SplitK, MatchesExecutor) {
+  check_against_executor<generated::splitk::Megakernel>("splitk.evt", GetParam().schedule, 1, GetParam().cuda_graph);
+}
+class Moe : public ::testing::TestWithParam<Mode> {};
+TEST_P(Moe, MatchesExecutor) {
+  check_against_executor<generated::moe_routed::Megakernel>("moe_routed.evt", GetParam().schedule, 2,
+                                                            GetParam().cuda_graph);
+}
+const auto kModes = ::testing::Values(Mode{mk::kStatic, false}, Mode{mk::kDynamic, false}, Mode{mk::kKernels, false},
+                                      Mode{mk::kKernels, true});
+INSTANTIATE_TEST_SUITE_P(MegakernelGpu, SplitK, kModes);
+INSTANTIATE_TEST_SUITE_P(MegakernelGpu, Moe, kModes);
 
 using WrongCount = generated::splitk_wrong_count::Megakernel;
 
-Status run_wrong_count(mk::CudaMegakernel<WrongCount>& kernel, bool dynamic) {
+Status run_wrong_count(mk::CudaMegakernel<WrongCount>& kernel, mk::Schedule schedule) {
   const int64_t b = 5;
   std::vector<float> host(b * 32 * 128, 1.0f);
   void* buffers[3];
@@ -94,7 +111,7 @@ Status run_wrong_count(mk::CudaMegakernel<WrongCount>& kernel, bool dynamic) {
   const int64_t dims[] = {b};
   auto params = mk::make_params<WrongCount>(dims, buffers);
   EXPECT_TRUE(params.ok());
-  Status s = kernel.run(*params, {.dynamic = dynamic, .spin_limit_ns = 50'000'000});
+  Status s = kernel.run(*params, {.schedule = schedule, .spin_limit_ns = 50'000'000});
   for (void* p : buffers) cudaFree(p);
   return s;
 }
@@ -102,16 +119,16 @@ Status run_wrong_count(mk::CudaMegakernel<WrongCount>& kernel, bool dynamic) {
 TEST(MegakernelGpu, WrongCountTimesOutAndTheGpuStaysUsable) {
   auto kernel = mk::CudaMegakernel<WrongCount>::create();
   ASSERT_TRUE(kernel.ok()) << kernel.status().message();
-  Status s = run_wrong_count(**kernel, false);
+  Status s = run_wrong_count(**kernel, mk::kStatic);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("wait timed out"), std::string::npos) << s.message();
   EXPECT_NE(s.message().find("task final("), std::string::npos) << s.message();
   EXPECT_NE(s.message().find("1 notifications missing"), std::string::npos) << s.message();
-  Status d = run_wrong_count(**kernel, true);
+  Status d = run_wrong_count(**kernel, mk::kDynamic);
   ASSERT_FALSE(d.ok());
   EXPECT_NE(d.message().find("the dynamic launch ended with 20 of 25 tasks run"), std::string::npos) << d.message();
   // The device is fine afterwards: a correct graph runs and matches.
-  check_against_executor<generated::splitk::Megakernel>("splitk.evt", false, 5);
+  check_against_executor<generated::splitk::Megakernel>("splitk.evt", mk::kStatic, 5);
 }
 
 TEST(MegakernelGpu, GridBeyondCoResidencyIsRefused) {
