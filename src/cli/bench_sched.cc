@@ -21,6 +21,7 @@
 #ifdef EVT_HAVE_CUDA
 #include "megakernels/branches.h"
 #include "megakernels/chain100.h"
+#include "megakernels/hops100.h"
 #include "megakernels/sched_fanin.h"
 #include "megakernels/sched_independent.h"
 #include "runtime/megakernel/cuda_instance.h"
@@ -168,7 +169,13 @@ Status run_bench(const BenchOptions& o) {
     EVT_RETURN_IF_ERROR(add(measure<Fanin>("sched_fanin", nd, nb, m, o.reps, stream), "ns per task per SM",
                             static_cast<double>(n * 5), prop.multiProcessorCount));
   }
-  // (b) chain of 100: one tile per step (hop latency) and one tile per SM per step.
+  // (b) dependent hops: 100 steps of one empty tile; then the chain of 100 small steps with one
+  // tile per step and one tile per SM per step.
+  using Hops = generated::hops100::Megakernel;
+  const int64_t one[] = {1};
+  for (const Mode& m : {kMegakernelStatic, kMegakernelDynamic, kKernels, kGraphs}) {
+    EVT_RETURN_IF_ERROR(add(measure<Hops>("hops100", one, "T=1", m, o.reps, stream), "ns per hop", 100));
+  }
   using Chain = generated::chain100::Megakernel;
   for (int64_t t : {int64_t{1}, int64_t{prop.multiProcessorCount}}) {
     const int64_t td[] = {t};

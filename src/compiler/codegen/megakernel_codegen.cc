@@ -117,7 +117,7 @@ std::string Emitter::ravel(const std::vector<Expr>& shape, const std::vector<std
 
 std::string Emitter::wait_count_expr(int event) const {
   const ir::Event& ev = g_.events[event];
-  return fmt::format("static_cast<uint32_t>({})", expr(ev.wait.count, dims_scope()));
+  return fmt::format("static_cast<uint64_t>({})", expr(ev.wait.count, dims_scope()));
 }
 
 // --- checks ---------------------------------------------------------------------------------
@@ -223,8 +223,8 @@ void Emitter::emit_prelude() {
   open("struct Params {");
   line(fmt::format("int64_t dims[{}];", std::max<size_t>(1, g_.dims.size())));
   line(fmt::format("DevBuffer buffers[{}];", std::max<size_t>(1, g_.buffers.size())));
-  line(fmt::format("uint64_t* counters[{}];  // per event: tagged arrivals per element", std::max<size_t>(1, g_.events.size())));
-  line(fmt::format("uint64_t* targets[{}];   // per run-time-count event: tagged counts; else null", std::max<size_t>(1, g_.events.size())));
+  line(fmt::format("uint64_t* counters[{}];  // per event: arrivals per element, this launch", std::max<size_t>(1, g_.events.size())));
+  line(fmt::format("uint64_t* targets[{}];   // per run-time-count event: count + 1 once set; else null", std::max<size_t>(1, g_.events.size())));
   close("};");
   line("");
 }
@@ -447,7 +447,7 @@ Status Emitter::emit_inverse(int consumer, const ir::Edge& edge, const std::stri
     line(fmt::format("mk::fail(w, a, mk::ErrorKind::kBadRange, {}, nullptr, 0, {}, {}, hi - lo);", consumer, ei, event_var));
     line("return;");
     close();
-    line("if (hi > lo) mk::tagged_add(w, &a.state->range_released, a.epoch, static_cast<uint32_t>(hi - lo));");
+    line("if (hi > lo) mk::arrive(w, &a.state->range_released, static_cast<uint64_t>(hi - lo));");
     line(fmt::format("for (int64_t l = lo; l < hi; ++l) release_{}<W>(w, p, a, l);", consumer));
     close();
     return Status();
@@ -546,7 +546,7 @@ void Emitter::emit_releases() {
     open(fmt::format("EVT_HD inline void release_{}(W& w, const Params& p, const mk::LaunchArgs& a, int64_t linear) {{", c));
     line(fmt::format("const int64_t task = group_first_task(p, {}) + linear;", c));
     line(fmt::format("const int64_t needed = {};", needed));
-    line("if (needed == 1 || mk::tagged_add(w, a.pending + task, a.epoch) == needed) mk::push_task(w, a, task);");
+    line("if (needed == 1 || static_cast<int64_t>(mk::arrive(w, a.pending + task)) == needed) mk::push_task(w, a, task);");
     close();
   }
   line("");
@@ -589,10 +589,10 @@ void Emitter::emit_events() {
                      "const int64_t* t, int rank) {{",
                      e));
     if (runtime) {
-      line("uint32_t target = 0;");
+      line("uint64_t target = 0;");
       line(fmt::format("if (!mk::wait_runtime_target(w, a, p.targets[{0}] + x, &target, group, t, rank, {0}, x)) return false;", e));
     } else {
-      line(fmt::format("const uint32_t target = {};", wait_count_expr(static_cast<int>(e))));
+      line(fmt::format("const uint64_t target = {};", wait_count_expr(static_cast<int>(e))));
     }
     line(fmt::format("return mk::wait_arrivals(w, a, p.counters[{0}] + x, target, group, t, rank, {0}, x);", e));
     close();
@@ -601,16 +601,16 @@ void Emitter::emit_events() {
     open(fmt::format("EVT_HD inline bool notify_{}(W& w, const Params& p, const mk::LaunchArgs& a, int64_t x, int group, "
                      "const int64_t* t, int rank) {{",
                      e));
-    line(fmt::format("const uint32_t got = mk::tagged_add(w, p.counters[{}] + x, a.epoch);", e));
+    line(fmt::format("const uint64_t got = mk::arrive(w, p.counters[{}] + x);", e));
     if (runtime) {
-      // The verifier ordered the setter before every notifier, so the count is set.
-      line(fmt::format("const uint64_t tagged = w.load_acquire(p.targets[{}] + x);", e));
-      line("const uint32_t target = (tagged >> 32) == a.epoch ? static_cast<uint32_t>(tagged) : 0u;");
+      // The verifier ordered the setter before every notifier, so the count is set (as count + 1).
+      line(fmt::format("const uint64_t stored = w.load_acquire(p.targets[{}] + x);", e));
+      line("const uint64_t target = stored == 0 ? 0 : stored - 1;");
     } else {
-      line(fmt::format("const uint32_t target = {};", wait_count_expr(static_cast<int>(e))));
+      line(fmt::format("const uint64_t target = {};", wait_count_expr(static_cast<int>(e))));
     }
     open("if (got > target) {");
-    line(fmt::format("mk::fail(w, a, mk::ErrorKind::kOverNotified, group, t, rank, {}, x, int64_t{{target}} - got);", e));
+    line(fmt::format("mk::fail(w, a, mk::ErrorKind::kOverNotified, group, t, rank, {}, x, static_cast<int64_t>(target) - static_cast<int64_t>(got));", e));
     line("return false;");
     close();
     line(fmt::format("if (kS == mk::kDynamic && got == target) fire_{}<W>(w, p, a, x);", e));
@@ -625,7 +625,7 @@ void Emitter::emit_events() {
       line(fmt::format("mk::fail(w, a, mk::ErrorKind::kBadRange, -1, nullptr, 0, {}, x, count);", e));
       line("return;");
       close();
-      line(fmt::format("w.store_release(p.targets[{}] + x, mk::epoch_tag(a.epoch) | static_cast<uint32_t>(count));", e));
+      line(fmt::format("w.store_release(p.targets[{}] + x, static_cast<uint64_t>(count) + 1);", e));
       line(fmt::format("if (kS == mk::kDynamic && count == 0) fire_{}<W>(w, p, a, x);", e));
       close();
     }
@@ -781,6 +781,7 @@ EVT_HD inline bool run_task(W& w, const Params& p, const mk::LaunchArgs& a, int 
 // Static schedule: this worker's positions of the static order, in order.
 template <class W>
 EVT_HD inline void run_static(W& w, const Params& p, const mk::LaunchArgs& a) {
+  mk::zero_next_arena(w, a);
   const int64_t total = total_tasks(p);
   for (int64_t position = w.id(); position < total; position += w.count()) {
     int group;
@@ -793,6 +794,7 @@ EVT_HD inline void run_static(W& w, const Params& p, const mk::LaunchArgs& a) {
 // Kernels mode: one ordinary launch per task group, in static_task's group order.
 template <class W>
 EVT_HD inline void run_group(W& w, const Params& p, const mk::LaunchArgs& a, int group) {
+  mk::zero_next_arena(w, a);
   const int64_t tiles = group_tiles(p, group);
   for (int64_t linear = w.id(); linear < tiles; linear += w.count()) {
     if (!run_task<W, mk::kKernels>(w, p, a, group, linear)) return;
@@ -802,6 +804,7 @@ EVT_HD inline void run_group(W& w, const Params& p, const mk::LaunchArgs& a, int
 // Dynamic schedule: pop, run, notify (which pushes what it released), until the launch is over.
 template <class W>
 EVT_HD inline void run_dynamic(W& w, const Params& p, const mk::LaunchArgs& a) {
+  mk::zero_next_arena(w, a);
   const int64_t sources = source_tasks(p);
   while (true) {
     int64_t task = -1;
@@ -812,7 +815,7 @@ EVT_HD inline void run_dynamic(W& w, const Params& p, const mk::LaunchArgs& a) {
     int64_t linear;
     task_group(p, task, group, linear);
     const bool ok = run_task<W, mk::kDynamic>(w, p, a, group, linear);
-    if (w.leader()) mk::tagged_add(w, &a.state->finished, a.epoch);  // after this task's pushes
+    if (w.leader()) mk::arrive(w, &a.state->finished);  // after this task's pushes
     if (!ok) return;
   }
 }

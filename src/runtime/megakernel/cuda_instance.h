@@ -1,7 +1,7 @@
 #pragma once
 // A generated megakernel on a CUDA device: one persistent grid, sized for co-residency from the
-// occupancy API (asserted), scheduler memory that only grows, an epoch per launch instead of a
-// reset pass, and the device's error record turned into a Status. Host code (compiled by the host
+// occupancy API (asserted), two scheduler arenas that only grow (each launch zeroes the other),
+// and the device's error record turned into a Status. Host code (compiled by the host
 // compiler); the kernel itself is instantiated in a .cu file through CudaLaunch.
 
 #include <cuda_runtime.h>
@@ -35,7 +35,7 @@ class DeviceWords {
   ~DeviceWords() {
     if (data_) cudaFree(data_);
   }
-  // Ensures room for `n` words; new memory is zero (which no epoch reads as current).
+  // Ensures room for `n` words; new memory is zero, like an arena after a finished launch.
   Status reserve(size_t n) {
     if (n <= size_) return Status();
     if (data_) cudaFree(data_);
@@ -72,7 +72,6 @@ class CudaMegakernel {
     EVT_CUDA_RETURN(cudaDeviceGetAttribute(&k->sms_, cudaDevAttrMultiProcessorCount, device));
     EVT_CUDA_RETURN(CudaLaunch<MK>::blocks_per_sm(&k->blocks_per_sm_));
     if (k->blocks_per_sm_ < 1) return error("the megakernel does not fit on an SM (occupancy 0)");
-    EVT_RETURN_IF_ERROR(k->state_.reserve((sizeof(SchedulerState) + 7) / 8));
     return k;
   }
 
@@ -103,32 +102,24 @@ class CudaMegakernel {
                    max_coresident_blocks(), sms_, blocks_per_sm_);
     }
     const Footprint<MK> f(p);
-    counters_.resize(MK::num_events);
-    targets_.resize(MK::num_events);
-    for (int e = 0; e < MK::num_events; ++e) {
-      const size_t n = static_cast<size_t>(std::max<int64_t>(f.elements[e], 1));
-      EVT_RETURN_IF_ERROR(counters_[e].reserve(n));
-      p.counters[e] = counters_[e].data();
-      p.targets[e] = nullptr;
-      if (MK::runtime_count(e)) {
-        EVT_RETURN_IF_ERROR(targets_[e].reserve(n));
-        p.targets[e] = targets_[e].data();
-      }
-    }
-    const size_t tasks = static_cast<size_t>(std::max<int64_t>(f.tasks, 1));
-    EVT_RETURN_IF_ERROR(pending_.reserve(tasks));
-    EVT_RETURN_IF_ERROR(slots_.reserve(tasks));
-    auto* state = reinterpret_cast<SchedulerState*>(state_.data());
-    LaunchArgs a{++epoch_, o.spin_limit_ns, state, slots_.data(), pending_.data()};
+    // Both arenas hold any binding seen so far; new memory is zero, as after a finished launch.
+    for (auto& arena : arenas_) EVT_RETURN_IF_ERROR(arena.reserve(static_cast<size_t>(f.words)));
+    words_ = std::max(words_, f.words);
+    uint64_t* live = arenas_[launches_ % 2].data();
+    uint64_t* next = arenas_[(launches_ + 1) % 2].data();
+    ++launches_;
+    const LaunchArgs a = f.bind(p, live, next, words_, o.spin_limit_ns);
     last_capture_ms_ = 0;
     if (o.schedule != kKernels) {
       EVT_CUDA_RETURN(CudaLaunch<MK>::launch(p, a, blocks, o.schedule == kDynamic, o.stream));
     } else if (!o.cuda_graph) {
       EVT_RETURN_IF_ERROR(launch_groups(p, a, o.stream));
     } else {
+      // A replay runs with the arena baked into the graph's kernel arguments at capture.
       EVT_ASSIGN_OR_RETURN(const CapturedGraph* graph, captured(p, a, o.stream));
-      a.epoch = graph->epoch;  // the epoch baked into the graph's kernel arguments
       EVT_CUDA_RETURN(cudaGraphLaunch(graph->exec, o.stream));
+      pending_launch_ = Launch{graph->params, graph->args, o, f.elements};
+      return Status();
     }
     pending_launch_ = Launch{p, a, o, f.elements};
     return Status();
@@ -139,11 +130,15 @@ class CudaMegakernel {
     EVT_CUDA_RETURN(cudaStreamSynchronize(l.options.stream));
     SchedulerState s;
     EVT_CUDA_RETURN(cudaMemcpy(&s, l.args.state, sizeof s, cudaMemcpyDeviceToHost));
-    if (s.abort == (epoch_tag(l.args.epoch) | 1)) return Status::error(describe_failure<MK>(s.error));
+    if (s.abort != 0) {
+      // A failed launch leaves its arena dirty: clean it, since graphs replay into the same one.
+      EVT_CUDA_RETURN(cudaMemset(l.args.state, 0, sizeof(SchedulerState)));
+      return Status::error(describe_failure<MK>(s.error));
+    }
     if (l.options.schedule != kDynamic) return Status();
-    return check_dynamic_completion<MK>(l.params, s, l.args.epoch, [&](int e) {
+    return check_dynamic_completion<MK>(l.params, s, [&](int e) {
       std::vector<uint64_t> c(l.elements[e]);
-      cudaMemcpy(c.data(), counters_[e].data(), c.size() * sizeof(uint64_t), cudaMemcpyDeviceToHost);
+      cudaMemcpy(c.data(), l.params.counters[e], c.size() * sizeof(uint64_t), cudaMemcpyDeviceToHost);
       return c;
     });
   }
@@ -162,20 +157,26 @@ class CudaMegakernel {
 
  private:
   struct CapturedGraph {
-    ParamsOf<MK> params;
-    uint32_t epoch;
+    ParamsOf<MK> params;  // as bound to the arena at capture
+    LaunchArgs args;
     cudaGraphExec_t exec;
   };
 
-  // The graph for these exact parameters, captured now if it is new.
+  // The graph for these parameters (dims and buffers), captured now if it is new.
   Expected<const CapturedGraph*> captured(const ParamsOf<MK>& p, const LaunchArgs& a, cudaStream_t stream) {
     for (const auto& c : graphs_) {
-      if (std::memcmp(&c.params, &p, sizeof p) == 0) return &c;
+      if (std::memcmp(c.params.dims, p.dims, sizeof p.dims) == 0 &&
+          std::memcmp(c.params.buffers, p.buffers, sizeof p.buffers) == 0) {
+        return &c;
+      }
     }
     if (stream == nullptr) return error("CUDA graph capture needs a stream other than the default one");
     const auto start = std::chrono::steady_clock::now();
     EVT_CUDA_RETURN(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-    Status launched = launch_groups(p, a, stream);
+    // Every replay reuses the captured arena, so the graph starts by clearing it.
+    Status launched = cuda_status(
+        cudaMemsetAsync(a.state, 0, static_cast<size_t>(words_) * sizeof(uint64_t), stream), "cudaMemsetAsync");
+    if (launched.ok()) launched = launch_groups(p, a, stream);
     cudaGraph_t graph = nullptr;
     const cudaError_t ended = cudaStreamEndCapture(stream, &graph);
     EVT_RETURN_IF_ERROR(launched);
@@ -185,7 +186,7 @@ class CudaMegakernel {
     cudaGraphDestroy(graph);
     EVT_CUDA_RETURN(made);
     last_capture_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    graphs_.push_back({p, a.epoch, exec});
+    graphs_.push_back({p, a, exec});
     return &graphs_.back();
   }
 
@@ -201,9 +202,9 @@ class CudaMegakernel {
   std::vector<CapturedGraph> graphs_;
   double last_capture_ms_ = 0;
   int sms_ = 0, blocks_per_sm_ = 0;
-  std::vector<DeviceWords> counters_, targets_;
-  DeviceWords pending_, slots_, state_;
-  uint32_t epoch_ = 0;
+  DeviceWords arenas_[2];
+  int64_t words_ = 0;
+  uint64_t launches_ = 0;
 };
 
 }  // namespace evt::mk

@@ -30,13 +30,14 @@ class CudaWorker {
     return ref(p).load(cuda::memory_order_acquire);
   }
   __device__ uint64_t fetch_add_release(uint64_t* p, uint64_t v) const {
-    __threadfence();  // the block's writes, ordered by the preceding barrier, go first
-    return ref(p).fetch_add(v, cuda::memory_order_acq_rel);
+    // The block's writes, ordered before this thread by the preceding barrier, go first.
+    cuda::atomic_thread_fence(cuda::memory_order_release, cuda::thread_scope_device);
+    return ref(p).fetch_add(v, cuda::memory_order_relaxed);
   }
   __device__ uint64_t fetch_max(uint64_t* p, uint64_t v) const { return ref(p).fetch_max(v, cuda::memory_order_relaxed); }
   __device__ void store_release(uint64_t* p, uint64_t v) const {
-    __threadfence();
-    ref(p).store(v, cuda::memory_order_release);
+    cuda::atomic_thread_fence(cuda::memory_order_release, cuda::thread_scope_device);
+    ref(p).store(v, cuda::memory_order_relaxed);
   }
   __device__ uint64_t now_ns() const {
     uint64_t t;

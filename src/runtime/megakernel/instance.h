@@ -2,7 +2,7 @@
 // Host side of a generated megakernel `MK` (the generated Megakernel struct): kernel parameters
 // for a binding, the scheduler's memory, and the error record turned into a message with names.
 // Per-binding work is O(events): shapes and counter sizes come from generated arithmetic, and
-// counters are never reset between launches (each launch has its own epoch).
+// counters need no reset pass (support.h: a launch zeroes the other arena for the next one).
 
 #include <fmt/format.h>
 
@@ -71,13 +71,12 @@ std::string describe_failure(const ErrorRecord& r) {
 // `counters` reads an event's counters (host copies for the CUDA backend). Names the first
 // element that never fired when tasks are missing.
 template <class MK, class ReadCounters>
-Status check_dynamic_completion(const ParamsOf<MK>& p, const SchedulerState& s, uint32_t epoch,
-                                ReadCounters&& counters) {
-  int64_t expected = arrivals_in(s.range_released, epoch);
+Status check_dynamic_completion(const ParamsOf<MK>& p, const SchedulerState& s, ReadCounters&& counters) {
+  int64_t expected = static_cast<int64_t>(s.range_released);
   for (int g = 0; g < MK::num_groups; ++g) {
     if (!MK::range_triggered(g)) expected += MK::tiles(p, g);
   }
-  const int64_t finished = arrivals_in(s.finished, epoch);
+  const int64_t finished = static_cast<int64_t>(s.finished);
   if (finished == expected) return Status();
   std::string msg = fmt::format("megakernel failed: the dynamic launch ended with {} of {} tasks run", finished, expected);
   for (int e = 0; e < MK::num_events; ++e) {
@@ -85,7 +84,7 @@ Status check_dynamic_completion(const ParamsOf<MK>& p, const SchedulerState& s, 
     if (target <= 0) continue;
     const std::vector<uint64_t> c = counters(e);
     for (int64_t x = 0; x < static_cast<int64_t>(c.size()); ++x) {
-      const int64_t got = arrivals_in(c[x], epoch);
+      const int64_t got = static_cast<int64_t>(c[x]);
       if (got < target) {
         return Status::error(msg + fmt::format("; event {} element {} received {} of {} notifications", MK::event_name(e),
                                                x, got, target));
@@ -95,14 +94,39 @@ Status check_dynamic_completion(const ParamsOf<MK>& p, const SchedulerState& s, 
   return Status::error(msg);
 }
 
-// Sizes of the scheduler's memory for one binding.
+// The scheduler's memory for one binding, as word offsets into an arena:
+// [SchedulerState | counters per event | run-time targets per event | pending | queue slots].
 template <class MK>
 struct Footprint {
   std::vector<int64_t> elements;  // per event
   int64_t tasks = 0;
+  std::vector<int64_t> counters, targets;  // offsets per event (targets: -1 if not run-time)
+  int64_t pending = 0, slots = 0, words = 0;
 
   explicit Footprint(const ParamsOf<MK>& p) : tasks(MK::tasks(p)) {
-    for (int e = 0; e < MK::num_events; ++e) elements.push_back(MK::elements(p, e));
+    int64_t at = (sizeof(SchedulerState) + 7) / 8;
+    for (int e = 0; e < MK::num_events; ++e) {
+      elements.push_back(MK::elements(p, e));
+      counters.push_back(at);
+      at += elements.back();
+    }
+    for (int e = 0; e < MK::num_events; ++e) {
+      targets.push_back(MK::runtime_count(e) ? at : -1);
+      if (MK::runtime_count(e)) at += elements[e];
+    }
+    pending = at;
+    slots = pending + tasks;
+    words = slots + tasks;
+  }
+
+  // Points `p` and the launch arguments into `arena`; `next` (of `next_words`) gets zeroed.
+  LaunchArgs bind(ParamsOf<MK>& p, uint64_t* arena, uint64_t* next, int64_t next_words, int64_t spin_limit_ns) const {
+    for (int e = 0; e < MK::num_events; ++e) {
+      p.counters[e] = arena + counters[e];
+      p.targets[e] = targets[e] >= 0 ? arena + targets[e] : nullptr;
+    }
+    return LaunchArgs{spin_limit_ns, reinterpret_cast<SchedulerState*>(arena), arena + slots, arena + pending, next,
+                      next_words};
   }
 };
 
@@ -120,12 +144,15 @@ class CpuMegakernel {
     if (o.schedule == kDynamic && !MK::dynamic_supported) return error("this megakernel has no dynamic schedule");
     if (o.workers < 1) return error("need at least one worker, got {}", o.workers);
     const Footprint<MK> f(p);
-    grow(f);
-    for (int e = 0; e < MK::num_events; ++e) {
-      p.counters[e] = counters_[e].data();
-      p.targets[e] = MK::runtime_count(e) ? targets_[e].data() : nullptr;
+    // Both arenas hold any binding seen so far; growing zeroes them, as a finished launch would.
+    if (words_ < f.words) {
+      for (auto& arena : arenas_) arena.assign(f.words + kAlignWords, 0);
+      words_ = f.words;
     }
-    const LaunchArgs a{++epoch_, o.spin_limit_ns, &state_, slots_.data(), pending_.data()};
+    uint64_t* live = aligned(arenas_[launches_ % 2]);
+    uint64_t* next = aligned(arenas_[(launches_ + 1) % 2]);
+    ++launches_;
+    const LaunchArgs a = f.bind(p, live, next, words_, o.spin_limit_ns);
     // Workers run `fn`; joining them is the launch boundary.
     auto launch = [&](auto&& fn) {
       std::vector<std::thread> threads;
@@ -144,32 +171,24 @@ class CpuMegakernel {
     } else {
       launch([&](CpuWorker& w) { MK::run(w, p, a, o.schedule == kDynamic); });
     }
-    if (state_.abort == (epoch_tag(epoch_) | 1)) return Status::error(describe_failure<MK>(state_.error));
+    if (a.state->abort != 0) return Status::error(describe_failure<MK>(a.state->error));
     if (o.schedule != kDynamic) return Status();
-    return check_dynamic_completion<MK>(p, state_, epoch_, [&](int e) {
-      return std::vector<uint64_t>(counters_[e].begin(), counters_[e].begin() + f.elements[e]);
+    return check_dynamic_completion<MK>(p, *a.state, [&](int e) {
+      return std::vector<uint64_t>(p.counters[e], p.counters[e] + f.elements[e]);
     });
   }
 
  private:
-  // Memory only grows; new words are zero, which no epoch (they start at 1) reads as current.
-  void grow(const Footprint<MK>& f) {
-    counters_.resize(MK::num_events);
-    targets_.resize(MK::num_events);
-    for (int e = 0; e < MK::num_events; ++e) {
-      const size_t n = static_cast<size_t>(std::max<int64_t>(f.elements[e], 1));
-      if (counters_[e].size() < n) counters_[e].resize(n, 0);
-      if (MK::runtime_count(e) && targets_[e].size() < n) targets_[e].resize(n, 0);
-    }
-    const size_t tasks = static_cast<size_t>(std::max<int64_t>(f.tasks, 1));
-    if (pending_.size() < tasks) pending_.resize(tasks, 0);
-    if (slots_.size() < tasks) slots_.resize(tasks, 0);
+  // SchedulerState keeps its counters on separate 128-byte lines.
+  static constexpr int64_t kAlignWords = 16;
+  static uint64_t* aligned(std::vector<uint64_t>& v) {
+    const auto address = reinterpret_cast<uintptr_t>(v.data());
+    return reinterpret_cast<uint64_t*>((address + 127) & ~uintptr_t{127});
   }
 
-  std::vector<std::vector<uint64_t>> counters_, targets_;
-  std::vector<uint64_t> pending_, slots_;
-  SchedulerState state_{};
-  uint32_t epoch_ = 0;
+  std::vector<uint64_t> arenas_[2];
+  int64_t words_ = 0;
+  uint64_t launches_ = 0;
 };
 
 }  // namespace evt::mk

@@ -4,16 +4,16 @@
 //
 //   int id(), count()                      this worker and the number of workers
 //   bool leader()                          the thread that schedules (thread 0 of a block)
-//   void sync()                            block barrier
+//   int thread(), threads(); void sync()   this thread, the block size, a block barrier
 //   T share(T v)                           the leader's v, to every thread of the block
 //   uint64_t load_acquire(p), fetch_add_release(p, v), fetch_max(p, v)
 //   void store_release(p, v)
 //   uint64_t now_ns(); void pause()        timer and spin back-off
 //
-// Counters are epoch-tagged: the high 32 bits hold the launch's epoch and the low 32 bits the
-// arrivals in that launch. A notifier first raises the counter to (epoch << 32) with fetch_max,
-// which resets a counter left by an earlier launch, then adds one. So counters work across
-// launches, for any binding, with no reset pass.
+// Counters need no reset pass: the scheduler's memory is two arenas, and a launch uses one while
+// it zeroes the other for the next launch. Nothing touches the other arena during the launch, so
+// the zeroing needs no barrier, and every launch starts from zeros: a notify is one release add
+// and a wait is an acquire load.
 
 #include <cstdint>
 
@@ -22,12 +22,6 @@
 namespace evt::mk {
 
 using kernels::DevBuffer;
-
-EVT_HD constexpr uint64_t epoch_tag(uint32_t epoch) { return static_cast<uint64_t>(epoch) << 32; }
-// Arrivals recorded in `value` during `epoch` (0 if the value is from an earlier launch).
-EVT_HD constexpr uint32_t arrivals_in(uint64_t value, uint32_t epoch) {
-  return (value >> 32) == epoch ? static_cast<uint32_t>(value) : 0u;
-}
 
 EVT_HD constexpr int64_t floor_div(int64_t a, int64_t b) {
   const int64_t q = a / b;
@@ -65,7 +59,6 @@ enum class ErrorKind : int32_t { kNone = 0, kTimeout = 1, kOverNotified = 2, kQu
 
 // Written once by the first failing worker of a launch; read by the host.
 struct ErrorRecord {
-  uint32_t epoch;
   ErrorKind kind;
   int32_t worker;
   int32_t group;
@@ -76,46 +69,54 @@ struct ErrorRecord {
   int64_t remaining;  // notifications still missing (negative: received too many)
 };
 
-// Device-memory state of the scheduler, kept across launches.
+// The head of an arena: the scheduler's counters for one launch, each on its own cache line
+// (idle workers poll some of them while others update the rest).
 struct SchedulerState {
-  uint64_t abort;           // epoch_tag(epoch) | 1 once a worker failed in this launch
-  uint64_t queue_tail;      // tagged ticket counters of the ready queue
-  uint64_t queue_head;
-  uint64_t pushed;          // tagged: tasks pushed this launch
-  uint64_t finished;        // tagged: tasks finished this launch (dynamic)
-  uint64_t range_released;  // tagged: tiles released by range triggers this launch (dynamic)
-  ErrorRecord error;
+  alignas(128) uint64_t abort;  // 1 once a worker failed
+  alignas(128) uint64_t queue_tail;
+  alignas(128) uint64_t queue_head;
+  alignas(128) uint64_t pushed;          // tasks pushed (dynamic)
+  alignas(128) uint64_t finished;        // tasks finished (dynamic)
+  alignas(128) uint64_t range_released;  // tiles released by range triggers (dynamic)
+  alignas(128) ErrorRecord error;
 };
 
-// Per-launch arguments shared by every generated kernel.
+// Per-launch arguments shared by every generated kernel. Pointers are into this launch's arena.
 struct LaunchArgs {
-  uint32_t epoch;
   int64_t spin_limit_ns;    // a wait longer than this aborts the launch with a time-out record
   SchedulerState* state;
-  uint64_t* queue_slots;    // capacity: the binding's task count
-  uint64_t* pending;        // per task: releases received (dynamic), tagged
+  uint64_t* queue_slots;    // task + 1 per ready task; 0 is empty
+  uint64_t* pending;        // per task: releases received (dynamic)
+  uint64_t* next_arena;     // the other arena, zeroed during this launch for the next one
+  int64_t next_arena_words;
 };
 
-// Adds `n` arrivals for this launch; returns the arrivals after them.
+// Every thread of every worker zeroes its share of the next launch's arena.
 template <class W>
-EVT_HD uint32_t tagged_add(W& w, uint64_t* counter, uint32_t epoch, uint32_t n = 1) {
-  w.fetch_max(counter, epoch_tag(epoch));
-  return static_cast<uint32_t>(w.fetch_add_release(counter, n) - epoch_tag(epoch)) + n;
+EVT_HD void zero_next_arena(W& w, const LaunchArgs& a) {
+  const int64_t stride = static_cast<int64_t>(w.count()) * w.threads();
+  for (int64_t i = static_cast<int64_t>(w.id()) * w.threads() + w.thread(); i < a.next_arena_words; i += stride) {
+    a.next_arena[i] = 0;
+  }
+}
+
+// One arrival (release); returns the arrivals so far.
+template <class W>
+EVT_HD uint64_t arrive(W& w, uint64_t* counter, uint64_t n = 1) {
+  return w.fetch_add_release(counter, n) + n;
 }
 
 template <class W>
 EVT_HD bool aborted(W& w, const LaunchArgs& a) {
-  return w.load_acquire(&a.state->abort) == (epoch_tag(a.epoch) | 1);
+  return w.load_acquire(&a.state->abort) != 0;
 }
 
 // Records the launch's first error and tells every worker to stop. Leader only.
 template <class W>
 EVT_HD void fail(W& w, const LaunchArgs& a, ErrorKind kind, int group, const int64_t* tile, int tile_rank, int event,
                  int64_t element, int64_t remaining) {
-  const uint64_t mine = epoch_tag(a.epoch) | 1;
-  if (w.fetch_max(&a.state->abort, mine) == mine) return;  // someone else failed first
+  if (w.fetch_max(&a.state->abort, 1) != 0) return;  // someone else failed first
   ErrorRecord& r = a.state->error;
-  r.epoch = a.epoch;
   r.kind = kind;
   r.worker = w.id();
   r.group = group;
@@ -126,35 +127,35 @@ EVT_HD void fail(W& w, const LaunchArgs& a, ErrorKind kind, int group, const int
   r.remaining = remaining;
 }
 
-// Spins until `counter` holds `target` arrivals for this launch. Leader only. False when the
-// launch aborted or the wait timed out (which aborts it).
+// Spins until `counter` holds `target` arrivals. Leader only. False when the launch aborted or
+// the wait timed out (which aborts it).
 template <class W>
-EVT_HD bool wait_arrivals(W& w, const LaunchArgs& a, const uint64_t* counter, uint32_t target, int group,
+EVT_HD bool wait_arrivals(W& w, const LaunchArgs& a, const uint64_t* counter, uint64_t target, int group,
                           const int64_t* tile, int tile_rank, int event, int64_t element) {
-  if (target == 0 || arrivals_in(w.load_acquire(counter), a.epoch) >= target) return true;
+  if (target == 0 || w.load_acquire(counter) >= target) return true;
   const uint64_t start = w.now_ns();
   uint32_t spins = 0;
-  while (arrivals_in(w.load_acquire(counter), a.epoch) < target) {
+  while (w.load_acquire(counter) < target) {
     w.pause();
     if ((++spins & 63) != 0) continue;
     if (aborted(w, a)) return false;
     if (static_cast<int64_t>(w.now_ns() - start) > a.spin_limit_ns) {
-      const uint32_t got = arrivals_in(w.load_acquire(counter), a.epoch);
-      fail(w, a, ErrorKind::kTimeout, group, tile, tile_rank, event, element, int64_t{target} - got);
+      const uint64_t got = w.load_acquire(counter);
+      fail(w, a, ErrorKind::kTimeout, group, tile, tile_rank, event, element, static_cast<int64_t>(target - got));
       return false;
     }
   }
   return true;
 }
 
-// A run-time wait count, once its setter stored it for this launch.
+// A run-time wait count, once its setter stored it (as count + 1: 0 means unset).
 template <class W>
-EVT_HD bool wait_runtime_target(W& w, const LaunchArgs& a, const uint64_t* target, uint32_t* count, int group,
+EVT_HD bool wait_runtime_target(W& w, const LaunchArgs& a, const uint64_t* target, uint64_t* count, int group,
                                 const int64_t* tile, int tile_rank, int event, int64_t element) {
   const uint64_t start = w.now_ns();
   uint32_t spins = 0;
   uint64_t v;
-  while (((v = w.load_acquire(target)) >> 32) != a.epoch) {
+  while ((v = w.load_acquire(target)) == 0) {
     w.pause();
     if ((++spins & 63) != 0) continue;
     if (aborted(w, a)) return false;
@@ -163,7 +164,7 @@ EVT_HD bool wait_runtime_target(W& w, const LaunchArgs& a, const uint64_t* targe
       return false;
     }
   }
-  *count = static_cast<uint32_t>(v);
+  *count = v - 1;
   return true;
 }
 
@@ -171,9 +172,9 @@ EVT_HD bool wait_runtime_target(W& w, const LaunchArgs& a, const uint64_t* targe
 
 template <class W>
 EVT_HD void push_task(W& w, const LaunchArgs& a, int64_t task) {
-  const uint32_t index = tagged_add(w, &a.state->queue_tail, a.epoch) - 1;
-  tagged_add(w, &a.state->pushed, a.epoch);
-  w.store_release(&a.queue_slots[index], epoch_tag(a.epoch) | static_cast<uint64_t>(task));
+  const uint64_t index = arrive(w, &a.state->queue_tail) - 1;
+  arrive(w, &a.state->pushed);
+  w.store_release(&a.queue_slots[index], static_cast<uint64_t>(task) + 1);
 }
 
 // The next task for this worker, or -1 when the launch is over (or aborted). Leader only.
@@ -181,20 +182,22 @@ EVT_HD void push_task(W& w, const LaunchArgs& a, int64_t task) {
 // push: `source_task(ticket)` names them.
 template <class W, class SourceTask>
 EVT_HD int64_t pop_task(W& w, const LaunchArgs& a, int64_t sources, SourceTask&& source_task) {
-  const int64_t ticket = tagged_add(w, &a.state->queue_head, a.epoch) - 1;
+  const int64_t ticket = static_cast<int64_t>(arrive(w, &a.state->queue_head)) - 1;
   if (ticket < sources) return source_task(ticket);
   const uint64_t* slot = &a.queue_slots[ticket - sources];
   const uint64_t start = w.now_ns();
   uint32_t spins = 0;
   while (true) {
     const uint64_t v = w.load_acquire(slot);
-    if ((v >> 32) == a.epoch) return static_cast<int64_t>(static_cast<uint32_t>(v));
-    // Over when every source and pushed task has finished: nothing is left to push anything.
-    const uint32_t finished = arrivals_in(w.load_acquire(&a.state->finished), a.epoch);
-    const uint32_t pushed = arrivals_in(w.load_acquire(&a.state->pushed), a.epoch);
-    if (finished == sources + pushed) return -1;
+    if (v != 0) return static_cast<int64_t>(v) - 1;
     w.pause();
-    if ((++spins & 63) != 0) continue;
+    if ((++spins & 15) != 0) continue;
+    // Over when every source and pushed task has finished: nothing is left to push anything.
+    // Polled only now and then: these counters are shared by every idle worker.
+    const uint64_t finished = w.load_acquire(&a.state->finished);
+    const uint64_t pushed = w.load_acquire(&a.state->pushed);
+    if (finished == static_cast<uint64_t>(sources) + pushed) return -1;
+    if ((spins & 63) != 0) continue;
     if (aborted(w, a)) return -1;
     if (static_cast<int64_t>(w.now_ns() - start) > a.spin_limit_ns) {
       fail(w, a, ErrorKind::kQueueTimeout, -1, nullptr, 0, -1, ticket, 0);
