@@ -35,6 +35,11 @@ class Emitter {
   Scope dims_scope() const;
   std::string extent(const std::vector<Expr>& shape, size_t k) const { return expr(shape[k], dims_scope()); }
   std::string ravel(const std::vector<Expr>& shape, const std::vector<std::string>& coords) const;
+  // The number of tiles of group g, and of all groups before it (its first task id).
+  std::string tiles_expr(size_t g) const;
+  std::string first_task_expr(size_t g) const;
+  // Straight-line code mapping `index` to (group, linear) over groups in `order`.
+  void emit_decode(const std::vector<int>& order, const std::string& index);
 
   // --- sections
   Status check_supported();
@@ -113,6 +118,30 @@ std::string Emitter::ravel(const std::vector<Expr>& shape, const std::vector<std
   std::string r = coords.empty() ? "int64_t{0}" : coords[0];
   for (size_t k = 1; k < coords.size(); ++k) r = fmt::format("({} * {} + {})", r, extent(shape, k), coords[k]);
   return r;
+}
+
+std::string Emitter::tiles_expr(size_t g) const {
+  std::string n = "int64_t{1}";
+  for (size_t k = 0; k < g_.groups[g].tiles.size(); ++k) n += " * " + extent(g_.groups[g].tiles, k);
+  return n;
+}
+
+std::string Emitter::first_task_expr(size_t g) const {
+  std::string s = "int64_t{0}";
+  for (size_t h = 0; h < g; ++h) s += " + " + tiles_expr(h);
+  return s;
+}
+
+void Emitter::emit_decode(const std::vector<int>& order, const std::string& index) {
+  line("int64_t first = 0, n = 0;");
+  line("(void)n;");
+  for (int g : order) {
+    line(fmt::format("n = {};", tiles_expr(g)));
+    line(fmt::format("if ({} < first + n) {{ group = {}; linear = {} - first; return; }}", index, g, index));
+    line("first += n;");
+  }
+  line("group = -1;");
+  line("linear = -1;");
 }
 
 std::string Emitter::wait_count_expr(int event) const {
@@ -283,16 +312,16 @@ void Emitter::emit_group_geometry() {
   line("default: return 0;");
   close();
   close();
-  open("EVT_HD inline int64_t group_first_task(const Params& p, int group) {");
-  line("int64_t first = 0;");
-  line("for (int g = 0; g < group; ++g) first += group_tiles(p, g);");
-  line("return first;");
+  open("EVT_HD inline int64_t total_tasks(const Params& p) {");
+  line("(void)p;");
+  line(fmt::format("return {};", first_task_expr(g_.groups.size())));
   close();
-  line("EVT_HD inline int64_t total_tasks(const Params& p) { return group_first_task(p, kNumGroups); }");
+  // Task ids are group-major in file order; decoding is straight-line, with no loop over groups.
   open("EVT_HD inline void task_group(const Params& p, int64_t task, int& group, int64_t& linear) {");
-  line("group = 0;");
-  line("while (group + 1 < kNumGroups && task >= group_first_task(p, group + 1)) ++group;");
-  line("linear = task - group_first_task(p, group);");
+  line("(void)p;");
+  std::vector<int> file_order(g_.groups.size());
+  for (size_t g = 0; g < file_order.size(); ++g) file_order[g] = static_cast<int>(g);
+  emit_decode(file_order, "task");
   close();
   open("EVT_HD inline int tile_rank(int group) {");
   open("switch (group) {");
@@ -328,17 +357,8 @@ void Emitter::emit_group_geometry() {
   close();
   close();
   open("EVT_HD inline void static_task(const Params& p, int64_t position, int& group, int64_t& linear) {");
-  open("for (int k = 0; k < kNumGroups; ++k) {");
-  line("const int64_t n = group_tiles(p, group_order(k));");
-  open("if (position < n) {");
-  line("group = group_order(k);");
-  line("linear = position;");
-  line("return;");
-  close();
-  line("position -= n;");
-  close();
-  line("group = -1;");
-  line("linear = -1;");
+  line("(void)p;");
+  emit_decode(group_order_, "position");
   close();
   // Source tasks: the groups that await nothing, which the dynamic queue starts with.
   open("EVT_HD inline int64_t source_tasks(const Params& p) {");
@@ -349,8 +369,8 @@ void Emitter::emit_group_geometry() {
   close();
   open("EVT_HD inline int64_t source_task(const Params& p, int64_t ticket) {");
   for (int sg : source_groups_) {
-    line(fmt::format("if (ticket < group_tiles(p, {0})) return group_first_task(p, {0}) + ticket;", sg));
-    line(fmt::format("ticket -= group_tiles(p, {});", sg));
+    line(fmt::format("if (ticket < {}) return {} + ticket;", tiles_expr(sg), first_task_expr(sg)));
+    line(fmt::format("ticket -= {};", tiles_expr(sg)));
   }
   line("(void)p;");
   line("return -1;");
@@ -544,7 +564,7 @@ void Emitter::emit_releases() {
     }
     line("template <class W>");
     open(fmt::format("EVT_HD inline void release_{}(W& w, const Params& p, const mk::LaunchArgs& a, int64_t linear) {{", c));
-    line(fmt::format("const int64_t task = group_first_task(p, {}) + linear;", c));
+    line(fmt::format("const int64_t task = {} + linear;", first_task_expr(c)));
     line(fmt::format("const int64_t needed = {};", needed));
     line("if (needed == 1 || static_cast<int64_t>(mk::arrive(w, a.pending + task)) == needed) mk::push_task(w, a, task);");
     close();

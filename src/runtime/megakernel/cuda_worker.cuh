@@ -44,7 +44,8 @@ class CudaWorker {
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
     return t;
   }
-  __device__ void pause() const {}
+  // A short sleep between polls: many blocks polling one counter slow down its writers.
+  __device__ void pause() const { __nanosleep(32); }
 
   // The tile-body block interface (tile_body.h).
   __device__ int thread() const { return static_cast<int>(threadIdx.x); }

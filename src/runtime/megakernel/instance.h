@@ -125,8 +125,8 @@ struct Footprint {
       p.counters[e] = arena + counters[e];
       p.targets[e] = targets[e] >= 0 ? arena + targets[e] : nullptr;
     }
-    return LaunchArgs{spin_limit_ns, reinterpret_cast<SchedulerState*>(arena), arena + slots, arena + pending, next,
-                      next_words};
+    return LaunchArgs{spin_limit_ns, reinterpret_cast<SchedulerState*>(arena), arena + slots, tasks, arena + pending,
+                      next, next_words};
   }
 };
 

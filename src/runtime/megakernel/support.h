@@ -86,6 +86,7 @@ struct LaunchArgs {
   int64_t spin_limit_ns;    // a wait longer than this aborts the launch with a time-out record
   SchedulerState* state;
   uint64_t* queue_slots;    // task + 1 per ready task; 0 is empty
+  int64_t queue_capacity;   // slots: the binding's task count (each task is pushed at most once)
   uint64_t* pending;        // per task: releases received (dynamic)
   uint64_t* next_arena;     // the other arena, zeroed during this launch for the next one
   int64_t next_arena_words;
@@ -184,11 +185,12 @@ template <class W, class SourceTask>
 EVT_HD int64_t pop_task(W& w, const LaunchArgs& a, int64_t sources, SourceTask&& source_task) {
   const int64_t ticket = static_cast<int64_t>(arrive(w, &a.state->queue_head)) - 1;
   if (ticket < sources) return source_task(ticket);
-  const uint64_t* slot = &a.queue_slots[ticket - sources];
+  // Tickets past the last slot (workers outnumber the tasks left) only wait for the end.
+  const uint64_t* slot = ticket - sources < a.queue_capacity ? &a.queue_slots[ticket - sources] : nullptr;
   const uint64_t start = w.now_ns();
   uint32_t spins = 0;
   while (true) {
-    const uint64_t v = w.load_acquire(slot);
+    const uint64_t v = slot ? w.load_acquire(slot) : 0;
     if (v != 0) return static_cast<int64_t>(v) - 1;
     w.pause();
     if ((++spins & 15) != 0) continue;
