@@ -59,6 +59,8 @@ class Emitter {
   Status emit_inverse(int consumer, const ir::Edge& edge, const std::string& event_var);
 
   std::string wait_count_expr(int event) const;
+  // Releases a task of group g needs before dynamic scheduling may push it.
+  std::string needed_expr(size_t g) const;
   bool dynamic_ok() const { return dynamic_error_.empty(); }
 
   void line(const std::string& text) { out_ += std::string(indent_ * 2, ' ') + text + "\n"; }
@@ -142,6 +144,23 @@ void Emitter::emit_decode(const std::vector<int>& order, const std::string& inde
   }
   line("group = -1;");
   line("linear = -1;");
+}
+
+std::string Emitter::needed_expr(size_t g) const {
+  std::string needed = "int64_t{0}";
+  for (const auto& in : g_.groups[g].in_edges) {
+    if (in.map.kind == ir::EdgeMap::Kind::kRangeTrigger) {
+      needed += " + 1";
+      continue;
+    }
+    const ir::Event& ev = *g_.find_event(in.event);
+    std::string per = "int64_t{1}";
+    for (size_t k = 0; k < in.map.coords.size(); ++k) {
+      if (in.map.coords[k].kind == ir::Coord::Kind::kSlice) per += " * " + extent(ev.shape, k);
+    }
+    needed += " + " + per;
+  }
+  return needed;
 }
 
 std::string Emitter::wait_count_expr(int event) const {
@@ -468,7 +487,12 @@ Status Emitter::emit_inverse(int consumer, const ir::Edge& edge, const std::stri
     line("return;");
     close();
     line("if (hi > lo) mk::arrive(w, &a.state->range_released, static_cast<uint64_t>(hi - lo));");
+    open(fmt::format("if ({} == 1) {{  // released once: push the whole range with one reservation", needed_expr(consumer)));
+    line(fmt::format("mk::push_tasks(w, a, hi - lo, [&](int64_t k) {{ return {} + lo + k; }});", first_task_expr(consumer)));
+    close("} else {");
+    ++indent_;
     line(fmt::format("for (int64_t l = lo; l < hi; ++l) release_{}<W>(w, p, a, l);", consumer));
+    close();
     close();
     return Status();
   }
@@ -534,10 +558,25 @@ Status Emitter::emit_inverse(int consumer, const ir::Edge& edge, const std::stri
   std::vector<std::string> vs;
   for (size_t j = 0; j < edge.map.vars.size(); ++j) {
     vs.push_back(fmt::format("v{}", j));
-    open(fmt::format("for (int64_t v{0} = {1}; v{0} < {2}; ++v{0}) {{", j, lo[j], hi[j]));
+    line(fmt::format("const int64_t lo{0} = {1}, n{0} = mk::max_i({2} - lo{0}, 0);", j, lo[j], hi[j]));
   }
+  // Tasks released once are pushed together, with one reservation; the others count releases.
+  open(fmt::format("if ({} == 1) {{", needed_expr(consumer)));
+  std::string count = "int64_t{1}";
+  for (size_t j = 0; j < vs.size(); ++j) count += fmt::format(" * n{}", j);
+  open(fmt::format("mk::push_tasks(w, a, {}, [&](int64_t k) {{", count));
+  for (size_t j = vs.size(); j-- > 0;) {
+    line(fmt::format("const int64_t v{0} = lo{0} + k % n{0};", j));
+    line(fmt::format("k /= n{};", j));
+  }
+  line(fmt::format("return {} + {};", first_task_expr(consumer), ravel(group.tiles, vs)));
+  close("});");
+  close("} else {");
+  ++indent_;
+  for (size_t j = 0; j < vs.size(); ++j) open(fmt::format("for (int64_t v{0} = lo{0}; v{0} < lo{0} + n{0}; ++v{0}) {{", j));
   line(fmt::format("release_{}<W>(w, p, a, {});", consumer, ravel(group.tiles, vs)));
-  for (size_t j = 0; j < edge.map.vars.size(); ++j) close();
+  for (size_t j = 0; j < vs.size(); ++j) close();
+  close();
   if (!cond.empty()) close();
   close();
   return Status();
@@ -548,24 +587,10 @@ Status Emitter::emit_inverse(int consumer, const ir::Edge& edge, const std::stri
 void Emitter::emit_releases() {
   line("// Dynamic scheduling: a task is pushed once all its awaited elements (and ranges) fired.");
   for (size_t c = 0; c < g_.groups.size(); ++c) {
-    const ir::TaskGroup& group = g_.groups[c];
-    std::string needed = "int64_t{0}";
-    for (const auto& in : group.in_edges) {
-      if (in.map.kind == ir::EdgeMap::Kind::kRangeTrigger) {
-        needed += " + 1";
-        continue;
-      }
-      const ir::Event& ev = *g_.find_event(in.event);
-      std::string per = "int64_t{1}";
-      for (size_t k = 0; k < in.map.coords.size(); ++k) {
-        if (in.map.coords[k].kind == ir::Coord::Kind::kSlice) per += " * " + extent(ev.shape, k);
-      }
-      needed += " + " + per;
-    }
     line("template <class W>");
     open(fmt::format("EVT_HD inline void release_{}(W& w, const Params& p, const mk::LaunchArgs& a, int64_t linear) {{", c));
     line(fmt::format("const int64_t task = {} + linear;", first_task_expr(c)));
-    line(fmt::format("const int64_t needed = {};", needed));
+    line(fmt::format("const int64_t needed = {};", needed_expr(c)));
     line("if (needed == 1 || static_cast<int64_t>(mk::arrive(w, a.pending + task)) == needed) mk::push_task(w, a, task);");
     close();
   }
@@ -621,6 +646,11 @@ void Emitter::emit_events() {
     open(fmt::format("EVT_HD inline bool notify_{}(W& w, const Params& p, const mk::LaunchArgs& a, int64_t x, int group, "
                      "const int64_t* t, int rank) {{",
                      e));
+    open("if constexpr (kS != mk::kDynamic) {");
+    line("// Nothing to release: a fire-and-forget add; the waiter checks for too many arrivals.");
+    line(fmt::format("w.fetch_add_release(p.counters[{}] + x, 1);", e));
+    line("return true;");
+    close();
     line(fmt::format("const uint64_t got = mk::arrive(w, p.counters[{}] + x);", e));
     if (runtime) {
       // The verifier ordered the setter before every notifier, so the count is set (as count + 1).
@@ -633,7 +663,7 @@ void Emitter::emit_events() {
     line(fmt::format("mk::fail(w, a, mk::ErrorKind::kOverNotified, group, t, rank, {}, x, static_cast<int64_t>(target) - static_cast<int64_t>(got));", e));
     line("return false;");
     close();
-    line(fmt::format("if (kS == mk::kDynamic && got == target) fire_{}<W>(w, p, a, x);", e));
+    line(fmt::format("if (got == target) fire_{}<W>(w, p, a, x);", e));
     line("return true;");
     close();
     if (runtime) {

@@ -39,6 +39,7 @@ class CpuWorker {
   void store_release(uint64_t* p, uint64_t v) const {
     std::atomic_ref<uint64_t>(*p).store(v, std::memory_order_release);
   }
+  void store_relaxed(uint64_t* p, uint64_t v) const { std::atomic_ref<uint64_t>(*p).store(v, std::memory_order_relaxed); }
   uint64_t now_ns() const {
     return static_cast<uint64_t>(
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())

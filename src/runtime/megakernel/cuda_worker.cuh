@@ -39,6 +39,7 @@ class CudaWorker {
     cuda::atomic_thread_fence(cuda::memory_order_release, cuda::thread_scope_device);
     ref(p).store(v, cuda::memory_order_relaxed);
   }
+  __device__ void store_relaxed(uint64_t* p, uint64_t v) const { ref(p).store(v, cuda::memory_order_relaxed); }
   __device__ uint64_t now_ns() const {
     uint64_t t;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));

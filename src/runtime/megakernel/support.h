@@ -7,7 +7,7 @@
 //   int thread(), threads(); void sync()   this thread, the block size, a block barrier
 //   T share(T v)                           the leader's v, to every thread of the block
 //   uint64_t load_acquire(p), fetch_add_release(p, v), fetch_max(p, v)
-//   void store_release(p, v)
+//   void store_release(p, v), store_relaxed(p, v)
 //   uint64_t now_ns(); void pause()        timer and spin back-off
 //
 // Counters need no reset pass: the scheduler's memory is two arenas, and a launch uses one while
@@ -133,18 +133,26 @@ EVT_HD void fail(W& w, const LaunchArgs& a, ErrorKind kind, int group, const int
 template <class W>
 EVT_HD bool wait_arrivals(W& w, const LaunchArgs& a, const uint64_t* counter, uint64_t target, int group,
                           const int64_t* tile, int tile_rank, int event, int64_t element) {
-  if (target == 0 || w.load_acquire(counter) >= target) return true;
-  const uint64_t start = w.now_ns();
+  uint64_t got = target == 0 ? 0 : w.load_acquire(counter);
+  uint64_t start = 0;
   uint32_t spins = 0;
-  while (w.load_acquire(counter) < target) {
+  while (got < target) {
+    if (start == 0) start = w.now_ns();
     w.pause();
-    if ((++spins & 63) != 0) continue;
-    if (aborted(w, a)) return false;
-    if (static_cast<int64_t>(w.now_ns() - start) > a.spin_limit_ns) {
-      const uint64_t got = w.load_acquire(counter);
-      fail(w, a, ErrorKind::kTimeout, group, tile, tile_rank, event, element, static_cast<int64_t>(target - got));
-      return false;
+    if ((++spins & 63) == 0) {
+      if (aborted(w, a)) return false;
+      if (static_cast<int64_t>(w.now_ns() - start) > a.spin_limit_ns) {
+        fail(w, a, ErrorKind::kTimeout, group, tile, tile_rank, event, element, static_cast<int64_t>(target - got));
+        return false;
+      }
     }
+    got = w.load_acquire(counter);
+  }
+  // Static notifiers do not read the counter back, so the waiter catches a count set too low.
+  if (got > target) {
+    fail(w, a, ErrorKind::kOverNotified, group, tile, tile_rank, event, element,
+         static_cast<int64_t>(target) - static_cast<int64_t>(got));
+    return false;
   }
   return true;
 }
@@ -171,11 +179,20 @@ EVT_HD bool wait_runtime_target(W& w, const LaunchArgs& a, const uint64_t* targe
 
 // --- the dynamic scheduler's ready queue: tickets over [source tasks..., pushed tasks...]
 
+// Pushes n tasks, task_at(0 .. n-1), with one reservation. `pushed` is raised before any slot is
+// visible, so no worker can see the launch as over while a pushed task waits in the queue.
+template <class W, class TaskAt>
+EVT_HD void push_tasks(W& w, const LaunchArgs& a, int64_t n, TaskAt&& task_at) {
+  if (n <= 0) return;
+  const uint64_t first = arrive(w, &a.state->queue_tail, static_cast<uint64_t>(n)) - n;
+  arrive(w, &a.state->pushed, static_cast<uint64_t>(n));
+  w.store_release(&a.queue_slots[first], static_cast<uint64_t>(task_at(0)) + 1);  // fences the rest too
+  for (int64_t k = 1; k < n; ++k) w.store_relaxed(&a.queue_slots[first + k], static_cast<uint64_t>(task_at(k)) + 1);
+}
+
 template <class W>
 EVT_HD void push_task(W& w, const LaunchArgs& a, int64_t task) {
-  const uint64_t index = arrive(w, &a.state->queue_tail) - 1;
-  arrive(w, &a.state->pushed);
-  w.store_release(&a.queue_slots[index], static_cast<uint64_t>(task) + 1);
+  push_tasks(w, a, 1, [task](int64_t) { return task; });
 }
 
 // The next task for this worker, or -1 when the launch is over (or aborted). Leader only.
