@@ -6,7 +6,8 @@
 //   bool leader()                          the thread that schedules (thread 0 of a block)
 //   int thread(), threads(); void sync()   this thread, the block size, a block barrier
 //   T share(T v)                           the leader's v, to every thread of the block
-//   uint64_t load_acquire(p), fetch_add_release(p, v), fetch_max(p, v)
+//   uint64_t load_acquire(p), load_relaxed(p), fetch_add_release(p, v), fetch_max(p, v)
+//   void fence_acquire()                   orders later reads after earlier relaxed loads
 //   void store_release(p, v), store_relaxed(p, v)
 //   uint64_t now_ns(); void pause()        timer and spin back-off
 //
@@ -73,9 +74,8 @@ struct ErrorRecord {
 // (idle workers poll some of them while others update the rest).
 struct SchedulerState {
   alignas(128) uint64_t abort;  // 1 once a worker failed
-  alignas(128) uint64_t queue_tail;
+  alignas(128) uint64_t queue_tail;      // tasks pushed (dynamic)
   alignas(128) uint64_t queue_head;
-  alignas(128) uint64_t pushed;          // tasks pushed (dynamic)
   alignas(128) uint64_t finished;        // tasks finished (dynamic)
   alignas(128) uint64_t range_released;  // tiles released by range triggers (dynamic)
   alignas(128) ErrorRecord error;
@@ -133,7 +133,8 @@ EVT_HD void fail(W& w, const LaunchArgs& a, ErrorKind kind, int group, const int
 template <class W>
 EVT_HD bool wait_arrivals(W& w, const LaunchArgs& a, const uint64_t* counter, uint64_t target, int group,
                           const int64_t* tile, int tile_rank, int event, int64_t element) {
-  uint64_t got = target == 0 ? 0 : w.load_acquire(counter);
+  // Polls are relaxed; one acquire fence after the last makes the producers' data visible.
+  uint64_t got = target == 0 ? 0 : w.load_relaxed(counter);
   uint64_t start = 0;
   uint32_t spins = 0;
   while (got < target) {
@@ -146,8 +147,9 @@ EVT_HD bool wait_arrivals(W& w, const LaunchArgs& a, const uint64_t* counter, ui
         return false;
       }
     }
-    got = w.load_acquire(counter);
+    got = w.load_relaxed(counter);
   }
+  w.fence_acquire();
   // Static notifiers do not read the counter back, so the waiter catches a count set too low.
   if (got > target) {
     fail(w, a, ErrorKind::kOverNotified, group, tile, tile_rank, event, element,
@@ -179,13 +181,12 @@ EVT_HD bool wait_runtime_target(W& w, const LaunchArgs& a, const uint64_t* targe
 
 // --- the dynamic scheduler's ready queue: tickets over [source tasks..., pushed tasks...]
 
-// Pushes n tasks, task_at(0 .. n-1), with one reservation. `pushed` is raised before any slot is
-// visible, so no worker can see the launch as over while a pushed task waits in the queue.
+// Pushes n tasks, task_at(0 .. n-1), with one reservation. The tail (the count of pushed tasks)
+// rises before any slot is visible, so no worker sees the launch as over while a task waits.
 template <class W, class TaskAt>
 EVT_HD void push_tasks(W& w, const LaunchArgs& a, int64_t n, TaskAt&& task_at) {
   if (n <= 0) return;
   const uint64_t first = arrive(w, &a.state->queue_tail, static_cast<uint64_t>(n)) - n;
-  arrive(w, &a.state->pushed, static_cast<uint64_t>(n));
   w.store_release(&a.queue_slots[first], static_cast<uint64_t>(task_at(0)) + 1);  // fences the rest too
   for (int64_t k = 1; k < n; ++k) w.store_relaxed(&a.queue_slots[first + k], static_cast<uint64_t>(task_at(k)) + 1);
 }
@@ -214,7 +215,7 @@ EVT_HD int64_t pop_task(W& w, const LaunchArgs& a, int64_t sources, SourceTask&&
     // Over when every source and pushed task has finished: nothing is left to push anything.
     // Polled only now and then: these counters are shared by every idle worker.
     const uint64_t finished = w.load_acquire(&a.state->finished);
-    const uint64_t pushed = w.load_acquire(&a.state->pushed);
+    const uint64_t pushed = w.load_acquire(&a.state->queue_tail);
     if (finished == static_cast<uint64_t>(sources) + pushed) return -1;
     if ((spins & 63) != 0) continue;
     if (aborted(w, a)) return -1;
