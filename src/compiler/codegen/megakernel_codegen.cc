@@ -35,11 +35,17 @@ class Emitter {
   Scope dims_scope() const;
   std::string extent(const std::vector<Expr>& shape, size_t k) const { return expr(shape[k], dims_scope()); }
   std::string ravel(const std::vector<Expr>& shape, const std::vector<std::string>& coords) const;
+  // The product of a shape's extents (elements of an event, tiles of a group).
+  std::string product_expr(const std::vector<Expr>& shape) const;
   // The number of tiles of group g, and of all groups before it (its first task id).
-  std::string tiles_expr(size_t g) const;
+  std::string tiles_expr(size_t g) const { return product_expr(g_.groups[g].tiles); }
   std::string first_task_expr(size_t g) const;
   // Straight-line code mapping `index` to (group, linear) over groups in `order`.
   void emit_decode(const std::vector<int>& order, const std::string& index);
+  // `EVT_HD inline RET NAME(PARAMS) { switch (KEY) { case i: return value(i); ... } }`.
+  template <typename Value>
+  void emit_switch(const std::string& signature, const std::string& key, size_t cases, Value&& value,
+                   const std::string& fallback);
 
   // --- sections
   Status check_supported();
@@ -122,10 +128,21 @@ std::string Emitter::ravel(const std::vector<Expr>& shape, const std::vector<std
   return r;
 }
 
-std::string Emitter::tiles_expr(size_t g) const {
+std::string Emitter::product_expr(const std::vector<Expr>& shape) const {
   std::string n = "int64_t{1}";
-  for (size_t k = 0; k < g_.groups[g].tiles.size(); ++k) n += " * " + extent(g_.groups[g].tiles, k);
+  for (size_t k = 0; k < shape.size(); ++k) n += " * " + extent(shape, k);
   return n;
+}
+
+template <typename Value>
+void Emitter::emit_switch(const std::string& signature, const std::string& key, size_t cases, Value&& value,
+                          const std::string& fallback) {
+  open(fmt::format("EVT_HD inline {} {{", signature));
+  open(fmt::format("switch ({}) {{", key));
+  for (size_t i = 0; i < cases; ++i) line(fmt::format("case {}: return {};", i, value(i)));
+  line(fmt::format("default: return {};", fallback));
+  close();
+  close();
 }
 
 std::string Emitter::first_task_expr(size_t g) const {
@@ -293,44 +310,22 @@ void Emitter::emit_shapes() {
     line(fmt::format("p.buffers[{}].numel = {};", b, numel));
   }
   close();
-  open("EVT_HD inline int64_t event_elements(const Params& p, int event) {");
-  line("(void)p;");
-  open("switch (event) {");
-  for (size_t e = 0; e < g_.events.size(); ++e) {
-    std::string n = "int64_t{1}";
-    for (size_t k = 0; k < g_.events[e].shape.size(); ++k) n += " * " + extent(g_.events[e].shape, k);
-    line(fmt::format("case {}: return {};", e, n));
-  }
-  line("default: return 0;");
-  close();
-  close();
+  emit_switch("int64_t event_elements([[maybe_unused]] const Params& p, int event)", "event", g_.events.size(),
+              [&](size_t e) { return product_expr(g_.events[e].shape); }, "0");
   line("// The wait count of every element of an event; -1 for a run-time count.");
-  open("EVT_HD inline int64_t event_target(const Params& p, int event) {");
-  line("(void)p;");
-  open("switch (event) {");
-  for (size_t e = 0; e < g_.events.size(); ++e) {
-    const bool runtime = g_.events[e].wait.kind == ir::WaitCount::Kind::kRuntime;
-    line(fmt::format("case {}: return {};", e, runtime ? "-1" : expr(g_.events[e].wait.count, dims_scope())));
-  }
-  line("default: return -1;");
-  close();
-  close();
+  emit_switch("int64_t event_target([[maybe_unused]] const Params& p, int event)", "event", g_.events.size(),
+              [&](size_t e) {
+                return g_.events[e].wait.kind == ir::WaitCount::Kind::kRuntime ? std::string("-1")
+                                                                               : expr(g_.events[e].wait.count, s);
+              },
+              "-1");
   line("");
 }
 
 void Emitter::emit_group_geometry() {
   line("// Tile grids, task ids (group-major in file order) and coordinates.");
-  open("EVT_HD inline int64_t group_tiles(const Params& p, int group) {");
-  line("(void)p;");
-  open("switch (group) {");
-  for (size_t gi = 0; gi < g_.groups.size(); ++gi) {
-    std::string n = "int64_t{1}";
-    for (size_t k = 0; k < g_.groups[gi].tiles.size(); ++k) n += " * " + extent(g_.groups[gi].tiles, k);
-    line(fmt::format("case {}: return {};", gi, n));
-  }
-  line("default: return 0;");
-  close();
-  close();
+  emit_switch("int64_t group_tiles([[maybe_unused]] const Params& p, int group)", "group", g_.groups.size(),
+              [&](size_t g) { return tiles_expr(g); }, "0");
   open("EVT_HD inline int64_t total_tasks(const Params& p) {");
   line("(void)p;");
   line(fmt::format("return {};", first_task_expr(g_.groups.size())));
@@ -342,12 +337,8 @@ void Emitter::emit_group_geometry() {
   for (size_t g = 0; g < file_order.size(); ++g) file_order[g] = static_cast<int>(g);
   emit_decode(file_order, "task");
   close();
-  open("EVT_HD inline int tile_rank(int group) {");
-  open("switch (group) {");
-  for (size_t gi = 0; gi < g_.groups.size(); ++gi) line(fmt::format("case {}: return {};", gi, g_.groups[gi].tiles.size()));
-  line("default: return 0;");
-  close();
-  close();
+  emit_switch("int tile_rank(int group)", "group", g_.groups.size(),
+              [&](size_t g) { return std::to_string(g_.groups[g].tiles.size()); }, "0");
   open("EVT_HD inline void unravel(const Params& p, int group, int64_t linear, int64_t* t) {");
   line("(void)p;");
   open("switch (group) {");
@@ -369,12 +360,8 @@ void Emitter::emit_group_geometry() {
   close();
   close();
   // The static order: groups in topological order, tiles in order within each.
-  open("EVT_HD inline int group_order(int k) {");
-  open("switch (k) {");
-  for (size_t k = 0; k < group_order_.size(); ++k) line(fmt::format("case {}: return {};", k, group_order_[k]));
-  line("default: return -1;");
-  close();
-  close();
+  emit_switch("int group_order(int k)", "k", group_order_.size(),
+              [&](size_t k) { return std::to_string(group_order_[k]); }, "-1");
   open("EVT_HD inline void static_task(const Params& p, int64_t position, int& group, int64_t& linear) {");
   line("(void)p;");
   emit_decode(group_order_, "position");
