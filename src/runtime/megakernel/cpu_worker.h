@@ -26,10 +26,6 @@ class CpuWorker {
   uint64_t load_acquire(const uint64_t* p) const {
     return std::atomic_ref<uint64_t>(*const_cast<uint64_t*>(p)).load(std::memory_order_acquire);
   }
-  uint64_t load_relaxed(const uint64_t* p) const {
-    return std::atomic_ref<uint64_t>(*const_cast<uint64_t*>(p)).load(std::memory_order_relaxed);
-  }
-  void fence_acquire() const { std::atomic_thread_fence(std::memory_order_acquire); }
   uint64_t fetch_add_release(uint64_t* p, uint64_t v) const {
     return std::atomic_ref<uint64_t>(*p).fetch_add(v, std::memory_order_acq_rel);
   }

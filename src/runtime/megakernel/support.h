@@ -6,8 +6,7 @@
 //   bool leader()                          the thread that schedules (thread 0 of a block)
 //   int thread(), threads(); void sync()   this thread, the block size, a block barrier
 //   T share(T v)                           the leader's v, to every thread of the block
-//   uint64_t load_acquire(p), load_relaxed(p), fetch_add_release(p, v), fetch_max(p, v)
-//   void fence_acquire()                   orders later reads after earlier relaxed loads
+//   uint64_t load_acquire(p), fetch_add_release(p, v), fetch_max(p, v)
 //   void store_release(p, v), store_relaxed(p, v)
 //   uint64_t now_ns(); void pause()        timer and spin back-off
 //
@@ -133,8 +132,7 @@ EVT_HD void fail(W& w, const LaunchArgs& a, ErrorKind kind, int group, const int
 template <class W>
 EVT_HD bool wait_arrivals(W& w, const LaunchArgs& a, const uint64_t* counter, uint64_t target, int group,
                           const int64_t* tile, int tile_rank, int event, int64_t element) {
-  // Polls are relaxed; one acquire fence after the last makes the producers' data visible.
-  uint64_t got = target == 0 ? 0 : w.load_relaxed(counter);
+  uint64_t got = target == 0 ? 0 : w.load_acquire(counter);
   uint64_t start = 0;
   uint32_t spins = 0;
   while (got < target) {
@@ -147,9 +145,8 @@ EVT_HD bool wait_arrivals(W& w, const LaunchArgs& a, const uint64_t* counter, ui
         return false;
       }
     }
-    got = w.load_relaxed(counter);
+    got = w.load_acquire(counter);
   }
-  w.fence_acquire();
   // Static notifiers do not read the counter back, so the waiter catches a count set too low.
   if (got > target) {
     fail(w, a, ErrorKind::kOverNotified, group, tile, tile_rank, event, element,
