@@ -25,6 +25,7 @@
 #include "megakernels/sched_fanin.h"
 #include "megakernels/sched_independent.h"
 #include "runtime/megakernel/cuda_instance.h"
+#include "runtime/megakernel/trace.h"
 #endif
 
 namespace evt::cli {
@@ -35,6 +36,7 @@ struct BenchOptions {
   int reps = 50;
   std::string json;
   std::string commit = "unknown";
+  std::string trace;  // prefix of Chrome trace files, one per megakernel case; empty: no traces
 };
 
 #ifdef EVT_HAVE_CUDA
@@ -95,7 +97,7 @@ class Workspace {
 
 template <class MK>
 Expected<Row> measure(const std::string& graph, std::span<const int64_t> dims, const std::string& binding,
-                      const Mode& mode, int reps, cudaStream_t stream) {
+                      const Mode& mode, int reps, cudaStream_t stream, const std::string& trace_prefix) {
   EVT_ASSIGN_OR_RETURN(auto kernel, mk::CudaMegakernel<MK>::create());
   Workspace<MK> ws;
   EVT_ASSIGN_OR_RETURN(auto params, ws.prepare(dims));
@@ -122,6 +124,16 @@ Expected<Row> measure(const std::string& graph, std::span<const int64_t> dims, c
   }
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
+  if (!trace_prefix.empty() && mode.schedule != mk::kKernels) {  // one more launch, traced, untimed
+    auto traced = options;
+    traced.trace = true;
+    EVT_RETURN_IF_ERROR(kernel->run(params, traced));
+    std::string file = fmt::format("{}-{}-{}-{}.json", trace_prefix, graph, binding, mode.name);
+    std::replace(file.begin(), file.end(), ' ', '_');
+    EVT_RETURN_IF_ERROR(mk::write_chrome_trace(file, kernel->last_trace(), [&](int g, int64_t linear) {
+      return MK::task_name(params, g, linear);
+    }));
+  }
   return Row{graph, binding, mode.name, MK::tasks(params), median(us), "", 0, capture_ms};
 }
 
@@ -164,9 +176,9 @@ Status run_bench(const BenchOptions& o) {
   using Independent = generated::sched_independent::Megakernel;
   using Fanin = generated::sched_fanin::Megakernel;
   for (const Mode& m : {kMegakernelStatic, kMegakernelDynamic}) {
-    EVT_RETURN_IF_ERROR(add(measure<Independent>("sched_independent", nd, nb, m, o.reps, stream),
+    EVT_RETURN_IF_ERROR(add(measure<Independent>("sched_independent", nd, nb, m, o.reps, stream, o.trace),
                             "ns per task per SM", static_cast<double>(n), prop.multiProcessorCount));
-    EVT_RETURN_IF_ERROR(add(measure<Fanin>("sched_fanin", nd, nb, m, o.reps, stream), "ns per task per SM",
+    EVT_RETURN_IF_ERROR(add(measure<Fanin>("sched_fanin", nd, nb, m, o.reps, stream, o.trace), "ns per task per SM",
                             static_cast<double>(n * 5), prop.multiProcessorCount));
   }
   // (b) dependent hops: 100 steps of one empty tile; then the chain of 100 small steps with one
@@ -174,13 +186,13 @@ Status run_bench(const BenchOptions& o) {
   using Hops = generated::hops100::Megakernel;
   const int64_t one[] = {1};
   for (const Mode& m : {kMegakernelStatic, kMegakernelDynamic, kKernels, kGraphs}) {
-    EVT_RETURN_IF_ERROR(add(measure<Hops>("hops100", one, "T=1", m, o.reps, stream), "ns per hop", 100));
+    EVT_RETURN_IF_ERROR(add(measure<Hops>("hops100", one, "T=1", m, o.reps, stream, o.trace), "ns per hop", 100));
   }
   using Chain = generated::chain100::Megakernel;
   for (int64_t t : {int64_t{1}, int64_t{prop.multiProcessorCount}}) {
     const int64_t td[] = {t};
     for (const Mode& m : {kMegakernelStatic, kMegakernelDynamic, kKernels, kGraphs}) {
-      EVT_RETURN_IF_ERROR(add(measure<Chain>("chain100", td, fmt::format("T={}", t), m, o.reps, stream),
+      EVT_RETURN_IF_ERROR(add(measure<Chain>("chain100", td, fmt::format("T={}", t), m, o.reps, stream, o.trace),
                               "ns per step", 100));
     }
   }
@@ -188,7 +200,7 @@ Status run_bench(const BenchOptions& o) {
   using Branches = generated::branches::Megakernel;
   const int64_t bd[] = {8};
   for (const Mode& m : {kMegakernelStatic, kMegakernelDynamic, kKernels, kGraphs}) {
-    EVT_RETURN_IF_ERROR(add(measure<Branches>("branches", bd, "T=8", m, o.reps, stream), "ns per step", 40));
+    EVT_RETURN_IF_ERROR(add(measure<Branches>("branches", bd, "T=8", m, o.reps, stream, o.trace), "ns per step", 40));
   }
   cudaStreamDestroy(stream);
 
@@ -239,6 +251,8 @@ void add_bench_sched_command(CLI::App& bench) {
       ->capture_default_str();
   cmd->add_option("--json", o->json, "also write the results as JSON to this file");
   cmd->add_option("--commit", o->commit, "commit to record in the JSON");
+  cmd->add_option("--trace", o->trace,
+                  "also write a Chrome trace (Perfetto) of one launch per megakernel case, to PREFIX-<case>.json");
   cmd->callback([o] {
     Status s = run_bench(*o);
     if (!s.ok()) {

@@ -4,9 +4,15 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <numeric>
 #include <random>
+#include <set>
 
 #include "megakernels/moe_routed.h"
 #include "megakernels/splitk.h"
@@ -92,6 +98,54 @@ TEST(MegakernelCpu, WrongCountLeavesTasksUnrunDynamic) {
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("the dynamic launch ended with 12 of 15 tasks run"), std::string::npos) << s.message();
   EXPECT_NE(s.message().find("event E element 0 received 4 of 5 notifications"), std::string::npos) << s.message();
+}
+
+}  // namespace
+}  // namespace evt
+
+namespace evt {
+namespace {
+
+TEST(MegakernelCpu, TraceRecordsEveryTaskAndWritesChromeJson) {
+  using MK = generated::splitk::Megakernel;
+  const int64_t b = 5;
+  const ir::Graph g = testing::compiled_example("splitk.evt", {{"B", b}});
+  auto tg = ir::instantiate(g, {{"B", b}});
+  ASSERT_TRUE(tg.ok());
+  auto store = testing::seeded_store(*tg, 1);
+  std::vector<void*> buffers;
+  for (size_t i = 0; i < g.buffers.size(); ++i) buffers.push_back(store->mutable_bytes(static_cast<int>(i)).data());
+  const int64_t dims[] = {b};
+  auto params = mk::make_params<MK>(dims, buffers);
+  ASSERT_TRUE(params.ok());
+  mk::CpuMegakernel<MK> kernel;
+  ASSERT_TRUE(kernel.run(*params, {.workers = 3, .schedule = mk::kDynamic, .trace = true}).ok());
+
+  const auto& trace = kernel.last_trace();
+  ASSERT_EQ(trace.size(), static_cast<size_t>(b * 4 + b));  // every partial and final tile, once
+  std::set<std::pair<int, int64_t>> tasks;
+  for (const auto& e : trace) {
+    EXPECT_LE(e.start_ns, e.waited_ns);
+    EXPECT_LE(e.waited_ns, e.end_ns);
+    EXPECT_LT(e.worker, 3);
+    tasks.insert({e.group, e.linear});
+  }
+  EXPECT_EQ(tasks.size(), trace.size());
+
+  const auto path = std::filesystem::temp_directory_path() / ("eventide_trace_" + std::to_string(getpid()) + ".json");
+  Status written = mk::write_chrome_trace(path.string(), trace, [&](int group, int64_t linear) {
+    return MK::task_name(*params, group, linear);
+  });
+  ASSERT_TRUE(written.ok()) << written.message();
+  std::ifstream in(path);
+  const auto json = nlohmann::json::parse(in);
+  std::filesystem::remove(path);
+  bool found = false;
+  for (const auto& event : json["traceEvents"]) found = found || event["name"] == "final(4)";
+  EXPECT_TRUE(found) << json.dump().substr(0, 400);
+
+  ASSERT_TRUE(kernel.run(*params, {.workers = 3}).ok());
+  EXPECT_TRUE(kernel.last_trace().empty()) << "tracing is off unless asked for";
 }
 
 }  // namespace

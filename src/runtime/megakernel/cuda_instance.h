@@ -64,6 +64,7 @@ class CudaMegakernel {
     int blocks = 0;  // megakernel grid; 0: one block per SM
     int64_t spin_limit_ns = 1'000'000'000;
     cudaStream_t stream = nullptr;
+    bool trace = false;  // megakernel modes: record every task (last_trace())
   };
 
   static Expected<std::unique_ptr<CudaMegakernel>> create(int device = 0) {
@@ -83,6 +84,8 @@ class CudaMegakernel {
   int max_coresident_blocks() const { return sms_ * blocks_per_sm_; }
   // Milliseconds the last CUDA-graph capture and instantiation took (0 if it was cached).
   double last_capture_ms() const { return last_capture_ms_; }
+  // The tasks of the last launch run with Options::trace.
+  const std::vector<TraceEvent>& last_trace() const { return trace_; }
 
   // `p.buffers[].data` are device pointers. Launches and waits for the result.
   Status run(ParamsOf<MK> p, const Options& o) {
@@ -95,6 +98,7 @@ class CudaMegakernel {
   Status enqueue(ParamsOf<MK> p, const Options& o) {
     if (o.schedule == kDynamic && !MK::dynamic_supported) return error("this megakernel has no dynamic schedule");
     if (o.cuda_graph && o.schedule != kKernels) return error("CUDA graphs capture the kernels mode only");
+    if (o.trace && o.schedule == kKernels) return error("tracing covers the megakernel modes only");
     const int blocks = o.blocks > 0 ? o.blocks : sms_;
     // Spinning blocks deadlock unless every block of the grid is resident at once.
     if (blocks > max_coresident_blocks()) {
@@ -118,10 +122,10 @@ class CudaMegakernel {
       // A replay runs with the arena baked into the graph's kernel arguments at capture.
       EVT_ASSIGN_OR_RETURN(const CapturedGraph* graph, captured(p, a, o.stream));
       EVT_CUDA_RETURN(cudaGraphLaunch(graph->exec, o.stream));
-      pending_launch_ = Launch{graph->params, graph->args, o, f.elements};
+      pending_launch_ = Launch{graph->params, graph->args, o, f.elements, blocks};
       return Status();
     }
-    pending_launch_ = Launch{p, a, o, f.elements};
+    pending_launch_ = Launch{p, a, o, f.elements, blocks};
     return Status();
   }
 
@@ -130,6 +134,12 @@ class CudaMegakernel {
     EVT_CUDA_RETURN(cudaStreamSynchronize(l.options.stream));
     SchedulerState s;
     EVT_CUDA_RETURN(cudaMemcpy(&s, l.args.state, sizeof s, cudaMemcpyDeviceToHost));
+    trace_.clear();
+    if (l.args.trace) {
+      std::vector<uint64_t> words(static_cast<size_t>(l.blocks) * (1 + kTraceWords * l.args.trace_tasks_per_worker));
+      EVT_CUDA_RETURN(cudaMemcpy(words.data(), l.args.trace, words.size() * sizeof(uint64_t), cudaMemcpyDeviceToHost));
+      trace_ = decode_trace(words, l.blocks, l.args.trace_tasks_per_worker);
+    }
     if (s.abort != 0) {
       // A failed launch leaves its arena dirty: clean it, since graphs replay into the same one.
       EVT_CUDA_RETURN(cudaMemset(l.args.state, 0, sizeof(SchedulerState)));
@@ -195,6 +205,7 @@ class CudaMegakernel {
     LaunchArgs args;
     Options options;
     std::vector<int64_t> elements;
+    int blocks = 0;
   };
 
   CudaMegakernel() = default;
@@ -203,6 +214,8 @@ class CudaMegakernel {
   double last_capture_ms_ = 0;
   int sms_ = 0, blocks_per_sm_ = 0;
   DeviceWords arenas_[2];
+  DeviceWords trace_words_;
+  std::vector<TraceEvent> trace_;
   int64_t words_ = 0;
   uint64_t launches_ = 0;
 };

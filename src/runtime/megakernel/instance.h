@@ -13,6 +13,7 @@
 
 #include "runtime/megakernel/cpu_worker.h"
 #include "runtime/megakernel/support.h"
+#include "runtime/megakernel/trace.h"
 #include "util/status.h"
 
 namespace evt::mk {
@@ -138,7 +139,11 @@ class CpuMegakernel {
     int workers = 4;
     Schedule schedule = kStatic;
     int64_t spin_limit_ns = 2'000'000'000;
+    bool trace = false;  // record every task (last_trace())
   };
+
+  // The tasks of the last launch run with Options::trace.
+  const std::vector<TraceEvent>& last_trace() const { return trace_; }
 
   Status run(ParamsOf<MK> p, const Options& o) {
     if (o.schedule == kDynamic && !MK::dynamic_supported) return error("this megakernel has no dynamic schedule");
@@ -152,7 +157,13 @@ class CpuMegakernel {
     uint64_t* live = aligned(arenas_[launches_ % 2]);
     uint64_t* next = aligned(arenas_[(launches_ + 1) % 2]);
     ++launches_;
-    const LaunchArgs a = f.bind(p, live, next, words_, o.spin_limit_ns);
+    LaunchArgs a = f.bind(p, live, next, words_, o.spin_limit_ns);
+    std::vector<uint64_t> trace_words;
+    if (o.trace) {
+      trace_words.assign(static_cast<size_t>(o.workers * (1 + kTraceWords * f.tasks)), 0);
+      a.trace = trace_words.data();
+      a.trace_tasks_per_worker = f.tasks;
+    }
     // Workers run `fn`; joining them is the launch boundary.
     auto launch = [&](auto&& fn) {
       std::vector<std::thread> threads;
@@ -171,6 +182,7 @@ class CpuMegakernel {
     } else {
       launch([&](CpuWorker& w) { MK::run(w, p, a, o.schedule == kDynamic); });
     }
+    trace_ = o.trace ? decode_trace(trace_words, o.workers, f.tasks) : std::vector<TraceEvent>{};
     if (a.state->abort != 0) return Status::error(describe_failure<MK>(a.state->error));
     if (o.schedule != kDynamic) return Status();
     return check_dynamic_completion<MK>(p, *a.state, [&](int e) {
@@ -189,6 +201,7 @@ class CpuMegakernel {
   std::vector<uint64_t> arenas_[2];
   int64_t words_ = 0;
   uint64_t launches_ = 0;
+  std::vector<TraceEvent> trace_;
 };
 
 }  // namespace evt::mk

@@ -89,7 +89,27 @@ struct LaunchArgs {
   uint64_t* pending;        // per task: releases received (dynamic)
   uint64_t* next_arena;     // the other arena, zeroed during this launch for the next one
   int64_t next_arena_words;
+  // Tracing, off when null: per worker, a count word then kTraceWords per task.
+  uint64_t* trace;
+  int64_t trace_tasks_per_worker;
 };
+
+// One traced task: what ran, when the leader began waiting, when the wait ended, and when the
+// notifications were done (%globaltimer nanoseconds on the GPU).
+inline constexpr int kTraceWords = 4;
+
+template <class W>
+EVT_HD void trace_task(W& w, const LaunchArgs& a, int group, int64_t linear, uint64_t start, uint64_t waited) {
+  uint64_t* mine = a.trace + static_cast<int64_t>(w.id()) * (1 + kTraceWords * a.trace_tasks_per_worker);
+  const uint64_t n = mine[0];
+  if (static_cast<int64_t>(n) >= a.trace_tasks_per_worker) return;  // full: later tasks go untraced
+  uint64_t* r = mine + 1 + kTraceWords * n;
+  r[0] = (static_cast<uint64_t>(group) << 40) | static_cast<uint64_t>(linear);
+  r[1] = start;
+  r[2] = waited;
+  r[3] = w.now_ns();
+  mine[0] = n + 1;
+}
 
 // Every thread of every worker zeroes its share of the next launch's arena.
 template <class W>

@@ -1,0 +1,49 @@
+#include "runtime/megakernel/trace.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <fstream>
+
+#include "runtime/megakernel/support.h"
+
+namespace evt::mk {
+
+std::vector<TraceEvent> decode_trace(std::span<const uint64_t> words, int workers, int64_t tasks_per_worker) {
+  std::vector<TraceEvent> events;
+  const int64_t stride = 1 + kTraceWords * tasks_per_worker;
+  for (int w = 0; w < workers; ++w) {
+    const uint64_t* mine = words.data() + w * stride;
+    const int64_t n = std::min<int64_t>(static_cast<int64_t>(mine[0]), tasks_per_worker);
+    for (int64_t k = 0; k < n; ++k) {
+      const uint64_t* r = mine + 1 + kTraceWords * k;
+      events.push_back({w, static_cast<int>(r[0] >> 40), static_cast<int64_t>(r[0] & ((uint64_t{1} << 40) - 1)), r[1],
+                        r[2], r[3]});
+    }
+  }
+  return events;
+}
+
+Status write_chrome_trace(const std::string& path, const std::vector<TraceEvent>& events,
+                          const std::function<std::string(int, int64_t)>& task_name) {
+  uint64_t origin = UINT64_MAX;
+  for (const auto& e : events) origin = std::min(origin, e.start_ns);
+  auto us = [&](uint64_t ns) { return static_cast<double>(ns - origin) / 1e3; };
+  nlohmann::json trace = nlohmann::json::array();
+  for (const auto& e : events) {
+    const std::string name = task_name(e.group, e.linear);
+    trace.push_back({{"name", name}, {"cat", "task"}, {"ph", "X"}, {"pid", 0}, {"tid", e.worker},
+                     {"ts", us(e.start_ns)}, {"dur", us(e.end_ns) - us(e.start_ns)},
+                     {"args", {{"wait_us", us(e.waited_ns) - us(e.start_ns)}}}});
+    if (e.waited_ns > e.start_ns) {
+      trace.push_back({{"name", "wait"}, {"cat", "wait"}, {"ph", "X"}, {"pid", 0}, {"tid", e.worker},
+                       {"ts", us(e.start_ns)}, {"dur", us(e.waited_ns) - us(e.start_ns)}});
+    }
+  }
+  std::ofstream out(path);
+  if (!out) return error("cannot write the trace to {}", path);
+  out << nlohmann::json{{"traceEvents", trace}, {"displayTimeUnit", "ns"}}.dump() << "\n";
+  return out ? Status() : error("writing the trace to {} failed", path);
+}
+
+}  // namespace evt::mk
