@@ -112,7 +112,14 @@ class CudaMegakernel {
     uint64_t* live = arenas_[launches_ % 2].data();
     uint64_t* next = arenas_[(launches_ + 1) % 2].data();
     ++launches_;
-    const LaunchArgs a = f.bind(p, live, next, words_, o.spin_limit_ns);
+    LaunchArgs a = f.bind(p, live, next, words_, o.spin_limit_ns);
+    if (o.trace) {
+      const size_t words = static_cast<size_t>(blocks) * (1 + kTraceWords * static_cast<size_t>(f.tasks));
+      EVT_RETURN_IF_ERROR(trace_words_.reserve(words));
+      EVT_CUDA_RETURN(cudaMemsetAsync(trace_words_.data(), 0, words * sizeof(uint64_t), o.stream));
+      a.trace = trace_words_.data();
+      a.trace_tasks_per_worker = f.tasks;
+    }
     last_capture_ms_ = 0;
     if (o.schedule != kKernels) {
       EVT_CUDA_RETURN(CudaLaunch<MK>::launch(p, a, blocks, o.schedule == kDynamic, o.stream));

@@ -6,6 +6,7 @@
 
 #include <numeric>
 #include <random>
+#include <set>
 
 #include "megakernels/moe_routed.h"
 #include "megakernels/splitk.h"
@@ -129,6 +130,35 @@ TEST(MegakernelGpu, WrongCountTimesOutAndTheGpuStaysUsable) {
   EXPECT_NE(d.message().find("the dynamic launch ended with 20 of 25 tasks run"), std::string::npos) << d.message();
   // The device is fine afterwards: a correct graph runs and matches.
   check_against_executor<generated::splitk::Megakernel>("splitk.evt", mk::kStatic, 5);
+}
+
+TEST(MegakernelGpu, TraceRecordsEveryTaskOnce) {
+  using MK = generated::splitk::Megakernel;
+  const int64_t b = 9;
+  const ir::Graph g = testing::compiled_example("splitk.evt", {{"B", b}});
+  auto tg = ir::instantiate(g, {{"B", b}});
+  ASSERT_TRUE(tg.ok());
+  auto store = testing::seeded_store(*tg, 1);
+  DeviceBuffers device(*store, g.buffers.size());
+  const int64_t dims[] = {b};
+  auto params = mk::make_params<MK>(dims, device.pointers());
+  ASSERT_TRUE(params.ok());
+  auto kernel = mk::CudaMegakernel<MK>::create();
+  ASSERT_TRUE(kernel.ok());
+  for (mk::Schedule s : {mk::kStatic, mk::kDynamic}) {
+    ASSERT_TRUE((*kernel)->run(*params, {.schedule = s, .trace = true}).ok());
+    const auto& trace = (*kernel)->last_trace();
+    ASSERT_EQ(trace.size(), static_cast<size_t>(b * 5)) << "schedule " << s;
+    std::set<std::pair<int, int64_t>> tasks;
+    for (const auto& e : trace) {
+      EXPECT_LE(e.start_ns, e.waited_ns);
+      EXPECT_LE(e.waited_ns, e.end_ns);
+      tasks.insert({e.group, e.linear});
+    }
+    EXPECT_EQ(tasks.size(), trace.size());
+  }
+  ASSERT_TRUE((*kernel)->run(*params, {}).ok());
+  EXPECT_TRUE((*kernel)->last_trace().empty());
 }
 
 TEST(MegakernelGpu, GridBeyondCoResidencyIsRefused) {
