@@ -65,6 +65,8 @@ class Emitter {
   Status emit_inverse(int consumer, const ir::Edge& edge, const std::string& event_var);
 
   std::string wait_count_expr(int event) const;
+  // Emits `const int64_t e0 = ...;` for each coordinate of element `x` of `ev`; returns the names.
+  std::vector<std::string> emit_element_coords(const ir::Event& ev, const std::string& x);
   // Releases a task of group g needs before dynamic scheduling may push it.
   std::string needed_expr(size_t g) const;
   bool dynamic_ok() const { return dynamic_error_.empty(); }
@@ -178,6 +180,18 @@ std::string Emitter::needed_expr(size_t g) const {
     needed += " + " + per;
   }
   return needed;
+}
+
+std::vector<std::string> Emitter::emit_element_coords(const ir::Event& ev, const std::string& x) {
+  std::vector<std::string> names(ev.shape.size());
+  std::string rest = x;
+  for (size_t k = ev.shape.size(); k-- > 0;) {
+    names[k] = fmt::format("e{}", k);
+    line(fmt::format("const int64_t {} = {};", names[k],
+                     k == 0 ? rest : fmt::format("mk::floor_mod({}, {})", rest, extent(ev.shape, k))));
+    if (k > 0) rest = fmt::format("mk::floor_div({}, {})", rest, extent(ev.shape, k));
+  }
+  return names;
 }
 
 std::string Emitter::wait_count_expr(int event) const {
@@ -463,13 +477,8 @@ Status Emitter::emit_inverse(int consumer, const ir::Edge& edge, const std::stri
   if (edge.map.kind == ir::EdgeMap::Kind::kRangeTrigger) {
     Scope es = s;
     open("{");
-    std::string rest = event_var;
-    for (size_t k = ev.shape.size(); k-- > 0;) {
-      const std::string v = fmt::format("e{}", k);
-      line(fmt::format("const int64_t {} = {};", v, k == 0 ? rest : fmt::format("mk::floor_mod({}, {})", rest, extent(ev.shape, k))));
-      if (k > 0) rest = fmt::format("mk::floor_div({}, {})", rest, extent(ev.shape, k));
-      es.vars[edge.map.vars[k]] = v;
-    }
+    const std::vector<std::string> coords = emit_element_coords(ev, event_var);
+    for (size_t k = 0; k < coords.size(); ++k) es.vars[edge.map.vars[k]] = coords[k];
     line(fmt::format("const int64_t lo = {}, hi = {};", expr(edge.map.range_begin, es), expr(edge.map.range_end, es)));
     open(fmt::format("if (lo < 0 || hi > group_tiles(p, {}) || hi < lo) {{", consumer));
     line(fmt::format("mk::fail(w, a, mk::ErrorKind::kBadRange, {}, nullptr, 0, {}, {}, hi - lo);", consumer, ei, event_var));
@@ -497,14 +506,7 @@ Status Emitter::emit_inverse(int consumer, const ir::Edge& edge, const std::stri
   }
   std::vector<std::string> conditions;
   open("{");
-  std::string rest = event_var;
-  std::vector<std::string> ecoord(ev.shape.size());
-  for (size_t k = ev.shape.size(); k-- > 0;) {
-    ecoord[k] = fmt::format("e{}", k);
-    line(fmt::format("const int64_t {} = {};", ecoord[k],
-                     k == 0 ? rest : fmt::format("mk::floor_mod({}, {})", rest, extent(ev.shape, k))));
-    if (k > 0) rest = fmt::format("mk::floor_div({}, {})", rest, extent(ev.shape, k));
-  }
+  const std::vector<std::string> ecoord = emit_element_coords(ev, event_var);
   for (size_t k = 0; k < edge.map.coords.size(); ++k) {
     const ir::Coord& c = edge.map.coords[k];
     if (c.kind == ir::Coord::Kind::kSlice) continue;
@@ -726,13 +728,8 @@ void Emitter::emit_groups() {
       line("int64_t found = -1;");
       open(fmt::format("for (int64_t x = 0; x < event_elements(p, {}) && found < 0; ++x) {{", ei));
       Scope es = dims_scope();
-      std::string rest = "x";
-      for (size_t k = ev.shape.size(); k-- > 0;) {
-        const std::string v = fmt::format("e{}", k);
-        line(fmt::format("const int64_t {} = {};", v, k == 0 ? rest : fmt::format("mk::floor_mod({}, {})", rest, extent(ev.shape, k))));
-        if (k > 0) rest = fmt::format("mk::floor_div({}, {})", rest, extent(ev.shape, k));
-        es.vars[in.map.vars[k]] = v;
-      }
+      const std::vector<std::string> coords = emit_element_coords(ev, "x");
+      for (size_t k = 0; k < coords.size(); ++k) es.vars[in.map.vars[k]] = coords[k];
       line(fmt::format("if ({} <= linear && linear < {}) found = x;", expr(in.map.range_begin, es), expr(in.map.range_end, es)));
       close();
       line("if (found < 0) return mk::kSkip;");
