@@ -22,6 +22,9 @@ struct TileFunction {
   // empty when the function has no device version yet.
   std::string device_body;
   std::string device_header;
+  // Optional: run by every thread of the block before the task's waits, on data that no awaited
+  // event guards (weights): the prefetch prologue (seed 001, mechanism 3). Same signature as a body.
+  std::string device_prologue;
   double relative_cost = 1;  // cost estimate used by the static list scheduler
 };
 

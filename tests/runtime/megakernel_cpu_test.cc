@@ -17,6 +17,7 @@
 #include "megakernels/moe_routed.h"
 #include "megakernels/splitk.h"
 #include "megakernels/splitk_wrong_count.h"
+#include "megakernels/staged_add.h"
 #include "runtime/megakernel/instance.h"
 #include "support/graph_fixtures.h"
 
@@ -25,13 +26,14 @@ namespace {
 
 // Runs `graph` through the CPU executor and through megakernel MK for each B, in `order`.
 template <class MK>
-void check_against_executor(const std::string& example, const std::vector<int64_t>& order, mk::Schedule schedule) {
-  const ir::Graph g = testing::compiled_example(example, {{"B", 17}});
+void check_against_executor(const std::string& example, const std::vector<int64_t>& order, mk::Schedule schedule,
+                            const std::string& dim = "B") {
+  const ir::Graph g = testing::compiled_graph(example, {{dim, 17}});
   mk::CpuMegakernel<MK> kernel;
   for (size_t k = 0; k < order.size(); ++k) {
     const int64_t b = order[k];
     SCOPED_TRACE(::testing::Message() << example << " B=" << b << " schedule " << schedule);
-    auto tg = ir::instantiate(g, {{"B", b}});
+    auto tg = ir::instantiate(g, {{dim, b}});
     ASSERT_TRUE(tg.ok()) << tg.status().message();
     auto expected = testing::seeded_store(*tg, b);
     auto serial = runtime::cpu::execute_serial(*tg, kernels::Registry::builtins(), *expected);
@@ -60,16 +62,25 @@ std::vector<int64_t> shuffled_bindings(uint64_t seed) {
 
 class SplitK : public ::testing::TestWithParam<mk::Schedule> {};
 TEST_P(SplitK, MatchesExecutor) {
-  check_against_executor<generated::splitk::Megakernel>("splitk.evt", shuffled_bindings(GetParam() + 1), GetParam());
+  check_against_executor<generated::splitk::Megakernel>(testing::example_path("splitk.evt"), shuffled_bindings(GetParam() + 1), GetParam());
 }
 INSTANTIATE_TEST_SUITE_P(MegakernelCpu, SplitK, ::testing::Values(mk::kStatic, mk::kDynamic, mk::kKernels));
 
 class Moe : public ::testing::TestWithParam<mk::Schedule> {};
 TEST_P(Moe, MatchesExecutor) {
-  check_against_executor<generated::moe_routed::Megakernel>("moe_routed.evt", shuffled_bindings(GetParam() + 7),
+  check_against_executor<generated::moe_routed::Megakernel>(testing::example_path("moe_routed.evt"), shuffled_bindings(GetParam() + 7),
                                                             GetParam());
 }
 INSTANTIATE_TEST_SUITE_P(MegakernelCpu, Moe, ::testing::Values(mk::kStatic, mk::kDynamic, mk::kKernels));
+
+// The prefetch prologue: each add tile stages its weight row before waiting; skipping the
+// prologue, or running it after the body, leaves poison in the result.
+class StagedAdd : public ::testing::TestWithParam<mk::Schedule> {};
+TEST_P(StagedAdd, PrologueRunsForEveryTask) {
+  check_against_executor<generated::staged_add::Megakernel>(testing::test_graph_path("staged_add.evt"),
+                                                            shuffled_bindings(11), GetParam(), "T");
+}
+INSTANTIATE_TEST_SUITE_P(MegakernelCpu, StagedAdd, ::testing::Values(mk::kStatic, mk::kDynamic, mk::kKernels));
 
 // Bound spins: a wrong count (verifier bypassed at codegen) stops the launch with a record.
 Status run_wrong_count(mk::CpuMegakernel<generated::splitk_wrong_count::Megakernel>& kernel, int64_t b,

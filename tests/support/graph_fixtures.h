@@ -24,15 +24,23 @@ inline std::string source_dir() {
 
 inline std::string example_path(const std::string& name) { return source_dir() + "/examples/" + name; }
 
-// Loads, infers and verifies an example for `binding`; fails the test on any error.
-inline ir::Graph compiled_example(const std::string& name, const ir::Binding& binding) {
-  auto g = ir::load_graph_file(example_path(name));
+inline std::string test_graph_path(const std::string& name) {
+  return source_dir() + "/tests/runtime/graphs/" + name;
+}
+
+// Loads, infers and verifies a graph file for `binding`; fails the test on any error.
+inline ir::Graph compiled_graph(const std::string& path, const ir::Binding& binding) {
+  auto g = ir::load_graph_file(path);
   EXPECT_TRUE(g.ok()) << g.status().message();
   if (!g.ok()) return {};
   compiler::PassContext ctx{{binding}, &kernels::Registry::builtins(), true, {}};
   Status s = compiler::run_pipeline(*g, ctx);
   EXPECT_TRUE(s.ok()) << s.message();
   return std::move(g).value();
+}
+
+inline ir::Graph compiled_example(const std::string& name, const ir::Binding& binding) {
+  return compiled_graph(example_path(name), binding);
 }
 
 // The built-ins plus `noop`, a tile function that does nothing, for graphs that test scheduling.

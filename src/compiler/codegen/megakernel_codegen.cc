@@ -759,6 +759,18 @@ void Emitter::emit_groups() {
     line(fmt::format("{}(Block{}<W, kS>{{w, p, a}}, t, reads, writes);", fn->device_body, gi));
     close();
 
+    // Prologue (every thread, before the waits): loads no awaited event guards.
+    line("template <class W, mk::Schedule kS>");
+    open(fmt::format("EVT_HD inline void prologue_group_{}(W& w, const Params& p, const mk::LaunchArgs& a, const int64_t* t) {{", gi));
+    if (fn->device_prologue.empty()) {
+      line("(void)w; (void)p; (void)a; (void)t;");
+    } else {
+      line(fmt::format("const DevBuffer reads[] = {{{}}};", views(group.reads)));
+      line(fmt::format("const DevBuffer writes[] = {{{}}};", views(group.writes)));
+      line(fmt::format("{}(Block{}<W, kS>{{w, p, a}}, t, reads, writes);", fn->device_prologue, gi));
+    }
+    close();
+
     // Notify (leader).
     line("template <class W, mk::Schedule kS>");
     open(fmt::format("EVT_HD inline bool notify_group_{}(W& w, const Params& p, const mk::LaunchArgs& a, const int64_t* t) {{", gi));
@@ -793,6 +805,7 @@ void Emitter::emit_dispatch_and_loops() {
     close();
   };
   dispatch("int", "wait", ", const int64_t* t, int64_t linear", ", t, linear", "mk::kAbort");
+  dispatch("void", "prologue", ", const int64_t* t", ", t", "");
   dispatch("void", "body", ", const int64_t* t", ", t", "");
   dispatch("bool", "notify", ", const int64_t* t", ", t", "false");
   line("");
@@ -802,6 +815,8 @@ template <class W, mk::Schedule kS>
 EVT_HD inline bool run_task(W& w, const Params& p, const mk::LaunchArgs& a, int group, int64_t linear) {
   int64_t t[4] = {};
   unravel(p, group, linear, t);
+  // The prologue's loads overlap the wait; share() below is the barrier before the body.
+  prologue<W, kS>(w, p, a, group, t);
   int step = mk::kRun;
   uint64_t start = 0, waited = 0;
   if (w.leader()) {

@@ -11,6 +11,7 @@
 #include "megakernels/moe_routed.h"
 #include "megakernels/splitk.h"
 #include "megakernels/splitk_wrong_count.h"
+#include "megakernels/staged_add.h"
 #include "runtime/megakernel/cuda_instance.h"
 #include "support/graph_fixtures.h"
 
@@ -53,15 +54,16 @@ std::vector<int64_t> shuffled_bindings(uint64_t seed) {
 }
 
 template <class MK>
-void check_against_executor(const std::string& example, mk::Schedule schedule, uint64_t seed, bool cuda_graph = false) {
-  const ir::Graph g = testing::compiled_example(example, {{"B", 17}});
+void check_against_executor(const std::string& path, mk::Schedule schedule, uint64_t seed, bool cuda_graph = false,
+                            const std::string& dim = "B") {
+  const ir::Graph g = testing::compiled_graph(path, {{dim, 17}});
   auto kernel = mk::CudaMegakernel<MK>::create();
   ASSERT_TRUE(kernel.ok()) << kernel.status().message();
   cudaStream_t stream;
   ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
   for (int64_t b : shuffled_bindings(seed)) {
-    SCOPED_TRACE(::testing::Message() << example << " B=" << b << " schedule " << schedule << (cuda_graph ? " graph" : ""));
-    auto tg = ir::instantiate(g, {{"B", b}});
+    SCOPED_TRACE(::testing::Message() << path << " " << dim << "=" << b << " schedule " << schedule << (cuda_graph ? " graph" : ""));
+    auto tg = ir::instantiate(g, {{dim, b}});
     ASSERT_TRUE(tg.ok()) << tg.status().message();
     auto expected = testing::seeded_store(*tg, b);
     ASSERT_TRUE(runtime::cpu::execute_serial(*tg, kernels::Registry::builtins(), *expected).ok());
@@ -87,17 +89,23 @@ struct Mode {
 };
 class SplitK : public ::testing::TestWithParam<Mode> {};
 TEST_P(SplitK, MatchesExecutor) {
-  check_against_executor<generated::splitk::Megakernel>("splitk.evt", GetParam().schedule, 1, GetParam().cuda_graph);
+  check_against_executor<generated::splitk::Megakernel>(testing::example_path("splitk.evt"), GetParam().schedule, 1, GetParam().cuda_graph);
 }
 class Moe : public ::testing::TestWithParam<Mode> {};
 TEST_P(Moe, MatchesExecutor) {
-  check_against_executor<generated::moe_routed::Megakernel>("moe_routed.evt", GetParam().schedule, 2,
+  check_against_executor<generated::moe_routed::Megakernel>(testing::example_path("moe_routed.evt"), GetParam().schedule, 2,
                                                             GetParam().cuda_graph);
 }
 const auto kModes = ::testing::Values(Mode{mk::kStatic, false}, Mode{mk::kDynamic, false}, Mode{mk::kKernels, false},
                                       Mode{mk::kKernels, true});
 INSTANTIATE_TEST_SUITE_P(MegakernelGpu, SplitK, kModes);
 INSTANTIATE_TEST_SUITE_P(MegakernelGpu, Moe, kModes);
+class StagedAdd : public ::testing::TestWithParam<Mode> {};
+TEST_P(StagedAdd, PrologueRunsForEveryTask) {
+  check_against_executor<generated::staged_add::Megakernel>(testing::test_graph_path("staged_add.evt"),
+                                                            GetParam().schedule, 3, GetParam().cuda_graph, "T");
+}
+INSTANTIATE_TEST_SUITE_P(MegakernelGpu, StagedAdd, kModes);
 
 using WrongCount = generated::splitk_wrong_count::Megakernel;
 
@@ -129,7 +137,7 @@ TEST(MegakernelGpu, WrongCountTimesOutAndTheGpuStaysUsable) {
   ASSERT_FALSE(d.ok());
   EXPECT_NE(d.message().find("the dynamic launch ended with 20 of 25 tasks run"), std::string::npos) << d.message();
   // The device is fine afterwards: a correct graph runs and matches.
-  check_against_executor<generated::splitk::Megakernel>("splitk.evt", mk::kStatic, 5);
+  check_against_executor<generated::splitk::Megakernel>(testing::example_path("splitk.evt"), mk::kStatic, 5);
 }
 
 TEST(MegakernelGpu, TraceRecordsEveryTaskOnce) {
