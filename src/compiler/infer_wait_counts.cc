@@ -72,9 +72,9 @@ Status infer_wait_counts(ir::Graph& g, PassContext& ctx) {
     for (const ir::TaskGroup& group : g.groups) {
       for (const ir::Edge& edge : group.out_edges) {
         if (edge.event == event.name && !edge.map.is_data_independent()) {
-          return error("event {}: its wait count cannot be inferred, because out-edge {{{}: \"{}\"}} of task group "
+          return error("event {}: its wait count cannot be inferred, because out-edge {} of task group "
                        "{} is data-dependent; declare wait_count=EXPR or wait_count=runtime",
-                       event.name, edge.event, edge.map.str(), group.name);
+                       event.name, edge.str(), group.name);
         }
       }
     }

@@ -11,8 +11,6 @@ namespace evt::compiler {
 
 namespace {
 
-std::string edge_str(const ir::Edge& e) { return fmt::format("{{{}: \"{}\"}}", e.event, e.map.str()); }
-
 class Verifier {
  public:
   Verifier(const ir::Graph& g, PassContext& ctx) : g_(g), ctx_(ctx) {}
@@ -145,7 +143,7 @@ class Verifier {
   }
 
   void check_edge(const ir::TaskGroup& group, const ir::Edge& edge, bool in_edge) {
-    const std::string where = fmt::format("task group {}, {} {}", group.name, in_edge ? "in-edge" : "out-edge", edge_str(edge));
+    const std::string where = fmt::format("task group {}, {} {}", group.name, in_edge ? "in-edge" : "out-edge", edge.str());
     const ir::Event* ev = g_.find_event(edge.event);
     if (!ev) return fail("{}: unknown event '{}'", where, edge.event);
     const ir::EdgeMap& m = edge.map;
@@ -196,7 +194,7 @@ class Verifier {
           if (e.event == ev.name) producers.push_back(group.name);
         }
         for (const auto& e : group.in_edges) {
-          if (e.event == ev.name) waiters.push_back(fmt::format("task group {}, in-edge {}", group.name, edge_str(e)));
+          if (e.event == ev.name) waiters.push_back(fmt::format("task group {}, in-edge {}", group.name, e.str()));
         }
       }
       if (ev.wait.kind == ir::WaitCount::Kind::kRuntime && setters.size() != 1) {
@@ -258,7 +256,7 @@ class Verifier {
             if (!ready.count(w)) {
               fail("task group {}, in-edge {}: index buffer {} is written by task group {}, which the group's "
                    "data-independent in-edges do not wait for",
-                   group.name, edge_str(e), buffer, g_.groups[w].name);
+                   group.name, e.str(), buffer, g_.groups[w].name);
             }
           }
         }
@@ -273,7 +271,7 @@ class Verifier {
             if (w != self && !before.count(w)) {
               fail("task group {}, out-edge {}: index buffer {} is written by task group {}, which does not run "
                    "before it",
-                   group.name, edge_str(e), buffer, g_.groups[w].name);
+                   group.name, e.str(), buffer, g_.groups[w].name);
             }
           }
         }
@@ -287,7 +285,7 @@ class Verifier {
             if (e.event != s || ancestors(static_cast<int>(p), false).count(static_cast<int>(gi))) continue;
             fail("event {}: its run-time wait count is set by task group {}, but task group {} notifies it through "
                  "out-edge {} without waiting for {} first",
-                 s, g_.groups[gi].name, g_.groups[p].name, edge_str(e), g_.groups[gi].name);
+                 s, g_.groups[gi].name, g_.groups[p].name, e.str(), g_.groups[gi].name);
           }
         }
       }
@@ -370,7 +368,7 @@ class Verifier {
         const ir::TaskGroup& group = tg.graph().groups[tg.group_of_task(t)];
         std::string edge;
         for (const auto& e : group.out_edges) {
-          if (e.event == tg.graph().events[tg.event_of_element(element)].name) edge = edge_str(e);
+          if (e.event == tg.graph().events[tg.event_of_element(element)].name) edge = e.str();
         }
         names.push_back(fmt::format("{} through out-edge {}", tg.task_name(t), edge));
       }

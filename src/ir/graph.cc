@@ -56,6 +56,8 @@ int Graph::event_index(const std::string& n) const { return index_named(events, 
 int Graph::buffer_index(const std::string& n) const { return index_named(buffers, n); }
 bool Graph::has_dim(const std::string& n) const { return std::find(dims.begin(), dims.end(), n) != dims.end(); }
 
+std::string Edge::str() const { return "{" + event + ": \"" + map.str() + "\"}"; }
+
 std::string binding_str(const Binding& b) {
   std::string s;
   for (const auto& [k, v] : b) s += (s.empty() ? "" : ", ") + k + "=" + std::to_string(v);

@@ -46,6 +46,8 @@ struct Event {
 struct Edge {
   std::string event;
   EdgeMap map;
+  // `{E: "ij->i"}`, as written in graph files: how messages name an edge.
+  std::string str() const;
   friend bool operator==(const Edge&, const Edge&) = default;
 };
 

@@ -32,8 +32,6 @@ int64_t ravel(const std::vector<int64_t>& c, const std::vector<int64_t>& shape) 
   return l;
 }
 
-std::string edge_str(const Edge& e) { return fmt::format("{{{}: \"{}\"}}", e.event, e.map.str()); }
-
 // Calls f with every point of the cartesian product of `values` (one list per dimension).
 template <typename F>
 void for_each_product(const std::vector<std::vector<int64_t>>& values, F&& f) {
@@ -131,9 +129,9 @@ Status TileGraph::resolve(int64_t task, const Edge& edge, const LoadFn& load,
   const EdgeMap& map = edge.map;
   EVT_CHECK(map.kind == EdgeMap::Kind::kMap) << "resolve() of a range trigger";
   EVT_CHECK(map.coords.size() == ev.shape.size() && map.vars.size() == tile.size())
-      << "edge " << edge_str(edge) << " of " << group.name << " is not rank-checked";
+      << "edge " << edge.str() << " of " << group.name << " is not rank-checked";
 
-  auto where = [&] { return fmt::format("task group {}, edge {}, tile {}", group.name, edge_str(edge), coords_str(tile)); };
+  auto where = [&] { return fmt::format("task group {}, edge {}, tile {}", group.name, edge.str(), coords_str(tile)); };
   std::vector<std::vector<int64_t>> values(map.coords.size());
   bool skip = false;
   for (size_t k = 0; k < map.coords.size(); ++k) {
@@ -192,7 +190,7 @@ Expected<std::pair<int64_t, int64_t>> TileGraph::trigger_range(const Edge& edge,
                                                                const LoadFn& load) const {
   EVT_CHECK(edge.map.kind == EdgeMap::Kind::kRangeTrigger) << "trigger_range() of a plain map";
   const std::vector<int64_t> c = element_coords(element);
-  auto where = [&] { return fmt::format("range trigger {} at {}", edge_str(edge), element_name(element)); };
+  auto where = [&] { return fmt::format("range trigger {} at {}", edge.str(), element_name(element)); };
   auto begin = eval(edge.map.range_begin, edge.map.vars, c, &load);
   if (!begin.ok()) return begin.status().with_context(where());
   auto end = eval(edge.map.range_end, edge.map.vars, c, &load);
@@ -272,17 +270,17 @@ Status TileGraph::build_edges() {
   };
   auto check_edge = [&](const TaskGroup& g, const Edge& e) -> Status {
     const int ei = graph_->event_index(e.event);
-    if (ei < 0) return error("task group {}: edge {} names unknown event '{}'", g.name, edge_str(e), e.event);
+    if (ei < 0) return error("task group {}: edge {} names unknown event '{}'", g.name, e.str(), e.event);
     if (e.map.kind == EdgeMap::Kind::kMap &&
         (e.map.vars.size() != g.tiles.size() || e.map.coords.size() != events_[ei].shape.size())) {
       return error("task group {}: edge {} maps {} tile coordinates to {} event coordinates, but the grid has rank {} "
                    "and event {} has rank {}",
-                   g.name, edge_str(e), e.map.vars.size(), e.map.coords.size(), g.tiles.size(), e.event,
+                   g.name, e.str(), e.map.vars.size(), e.map.coords.size(), g.tiles.size(), e.event,
                    events_[ei].shape.size());
     }
     if (e.map.kind == EdgeMap::Kind::kRangeTrigger && e.map.vars.size() != events_[ei].shape.size()) {
       return error("task group {}: range trigger {} has {} event variables but event {} has rank {}", g.name,
-                   edge_str(e), e.map.vars.size(), e.event, events_[ei].shape.size());
+                   e.str(), e.map.vars.size(), e.event, events_[ei].shape.size());
     }
     return Status();
   };

@@ -495,8 +495,7 @@ Status Emitter::emit_inverse(int consumer, const ir::Edge& edge, const std::stri
     return Status();
   }
   if (!edge.map.is_data_independent()) {
-    return error("task group {}: in-edge {{{}: \"{}\"}} is data-dependent without an inverse", group.name, edge.event,
-                 edge.map.str());
+    return error("task group {}: in-edge {} is data-dependent without an inverse", group.name, edge.str());
   }
   // Per tile variable: the range of values that map onto the element.
   std::vector<std::string> lo(edge.map.vars.size()), hi(edge.map.vars.size());
@@ -539,9 +538,9 @@ Status Emitter::emit_inverse(int consumer, const ir::Edge& edge, const std::stri
         continue;
       }
     }
-    return error("task group {}: in-edge {{{}: \"{}\"}}: coordinate '{}' has no closed-form inverse, which dynamic "
+    return error("task group {}: in-edge {}: coordinate '{}' has no closed-form inverse, which dynamic "
                  "scheduling needs to find the tasks an event releases; use the static schedule",
-                 group.name, edge.event, edge.map.str(), c.expr.str());
+                 group.name, edge.str(), c.expr.str());
   }
   std::string cond;
   for (const auto& c : conditions) cond += (cond.empty() ? "" : " && ") + c;
@@ -714,7 +713,7 @@ void Emitter::emit_groups() {
     open("if constexpr (kS != mk::kKernels) {");
     for (const auto& in : group.in_edges) {
       if (in.map.kind != ir::EdgeMap::Kind::kMap || !in.map.is_data_independent()) continue;
-      line(fmt::format("// in-edge {{{}: \"{}\"}}", in.event, in.map.str()));
+      line(fmt::format("// in-edge {}", in.str()));
       emit_edge_elements(in, static_cast<int>(gi), wait_action(in), "mk::kAbort");
     }
     close();
@@ -722,7 +721,7 @@ void Emitter::emit_groups() {
       if (in.map.kind != ir::EdgeMap::Kind::kRangeTrigger) continue;
       const int ei = g_.event_index(in.event);
       const ir::Event& ev = g_.events[ei];
-      line(fmt::format("// range trigger {{{}: \"{}\"}}: dynamic scheduling pushed this task when a range covered it;", in.event, in.map.str()));
+      line(fmt::format("// range trigger {}: dynamic scheduling pushed this task when a range covered it;", in.str()));
       line("// the static schedule finds the covering element itself, now that the index buffers are ready.");
       open("if constexpr (kS != mk::kDynamic) {");
       line("int64_t found = -1;");
@@ -738,7 +737,7 @@ void Emitter::emit_groups() {
     }
     for (const auto& in : group.in_edges) {
       if (in.map.kind != ir::EdgeMap::Kind::kMap || in.map.is_data_independent()) continue;
-      line(fmt::format("// data-dependent in-edge {{{}: \"{}\"}} (static scheduling only)", in.event, in.map.str()));
+      line(fmt::format("// data-dependent in-edge {} (static scheduling only)", in.str()));
       open("if constexpr (kS != mk::kKernels) {");
       emit_edge_elements(in, static_cast<int>(gi), wait_action(in), "mk::kAbort");
       close();
@@ -777,7 +776,7 @@ void Emitter::emit_groups() {
     line("(void)w; (void)p; (void)a; (void)t;");
     open("if constexpr (kS != mk::kKernels) {  // kernel boundaries synchronize the kernels mode");
     for (const auto& out : group.out_edges) {
-      line(fmt::format("// out-edge {{{}: \"{}\"}}", out.event, out.map.str()));
+      line(fmt::format("// out-edge {}", out.str()));
       emit_edge_elements(out, static_cast<int>(gi),
                          fmt::format("if (!notify_{}<W, kS>(w, p, a, x, {}, t, {})) return false;",
                                      g_.event_index(out.event), gi, rank),

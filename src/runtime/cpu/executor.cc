@@ -153,10 +153,10 @@ Status Execution::prepare() {
     for (const std::string& s : group.sets) call.sets.push_back(graph_.event_index(s));
     if (mode_ == Mode::kDynamic) {
       for (int e : tg_.groups()[g].dd_in_edges) {
-        return error("task group {}: in-edge {{{}: \"{}\"}} is data-dependent and has no inverse, so dynamic "
+        return error("task group {}: in-edge {} is data-dependent and has no inverse, so dynamic "
                      "scheduling cannot tell which tasks an event releases; write it as a range trigger "
                      "\"e->[begin, end)\" or use the static schedule",
-                     group.name, group.in_edges[e].event, group.in_edges[e].map.str());
+                     group.name, group.in_edges[e].str());
       }
     }
   }
