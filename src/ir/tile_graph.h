@@ -50,7 +50,6 @@ struct Csr {
   std::span<const int64_t> row(int64_t r) const {
     return {values.data() + offsets[r], values.data() + offsets[r + 1]};
   }
-  int64_t rows() const { return static_cast<int64_t>(offsets.size()) - 1; }
 };
 
 class TileGraph {

@@ -33,7 +33,6 @@ class Registry {
   // Adds a row; a second row with the same name replaces the first (tests override built-ins).
   void add(TileFunction fn);
   const TileFunction* find(const std::string& name) const;
-  const std::map<std::string, TileFunction>& rows() const { return rows_; }
 
   // The built-in tile functions registered by EVT_REGISTER_TILE_FUNCTION.
   static const Registry& builtins();

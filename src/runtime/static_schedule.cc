@@ -52,7 +52,6 @@ Expected<StaticSchedule> list_schedule(const ir::TileGraph& tg, int workers, std
 
     group_finish[g] = std::max(group_finish[g], finish);
     for (int64_t x : tg.out_elements().row(t)) element_ready[x] = std::max(element_ready[x], finish);
-    s.estimated_makespan = std::max(s.estimated_makespan, finish);
   }
   return s;
 }

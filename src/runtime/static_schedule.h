@@ -14,7 +14,6 @@ namespace evt::runtime {
 
 struct StaticSchedule {
   std::vector<std::vector<int64_t>> queues;  // per worker, in global topological order
-  double estimated_makespan = 0;             // in the registry's relative cost units
 };
 
 // Assigns each task, in topological order, to the worker that can start it earliest given the

@@ -16,8 +16,6 @@
 
 namespace evt::runtime::cpu {
 
-const char* schedule_name(Schedule s) { return s == Schedule::kStatic ? "static" : "dynamic"; }
-
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -90,6 +88,9 @@ class Execution {
   void watchdog(std::atomic<bool>& finished);
   void fail(Status status);
   // --- reports
+  const char* mode_name() const {
+    return mode_ == Mode::kSerial ? "serial" : (mode_ == Mode::kStatic ? "static" : "dynamic");
+  }
   std::string stuck_report(const std::string& headline) const;
   std::string describe_element(int64_t element) const;
   Status final_state_check() const;
@@ -429,7 +430,7 @@ Expected<ExecStats> Execution::run() {
   stats.wall_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
   if (stalled_.load()) {
     return Status::error(stuck_report(fmt::format("no progress for {} ms ({} schedule, {} workers, {})",
-                                                  options_.watchdog.count(), mode_ == Mode::kStatic ? "static" : "dynamic",
+                                                  options_.watchdog.count(), mode_name(),
                                                   workers_, ir::binding_str(tg_.binding()))));
   }
   if (!error_.ok()) return error_;
@@ -498,7 +499,7 @@ Status Execution::final_state_check() const {
   if (never_ran == 0 && !unfired) return Status();
   return Status::error(stuck_report(fmt::format(
       "the run ended with {} tasks not run and events not fired ({} schedule, {})", never_ran,
-      mode_ == Mode::kSerial ? "serial" : (mode_ == Mode::kStatic ? "static" : "dynamic"),
+      mode_name(),
       ir::binding_str(tg_.binding()))));
 }
 

@@ -17,7 +17,6 @@ enum class Schedule {
   kStatic,   // per-worker queues from the list scheduler; notify = release decrement, wait = acquire spin
   kDynamic,  // a global ready queue: a task is pushed once every element it awaits has fired
 };
-const char* schedule_name(Schedule s);
 
 struct ExecOptions {
   Schedule schedule = Schedule::kStatic;
