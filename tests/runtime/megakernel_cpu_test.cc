@@ -10,9 +10,6 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
-#include <numeric>
-#include <random>
-#include <set>
 
 #include "megakernels/moe_routed.h"
 #include "megakernels/splitk.h"
@@ -52,23 +49,16 @@ void check_against_executor(const std::string& example, const std::vector<int64_
   }
 }
 
-std::vector<int64_t> shuffled_bindings(uint64_t seed) {
-  std::vector<int64_t> order(64);
-  std::iota(order.begin(), order.end(), 1);
-  std::shuffle(order.begin(), order.end(), std::mt19937_64(seed));
-  order.push_back(order.front());  // a binding seen before, many epochs later
-  return order;
-}
-
 class SplitK : public ::testing::TestWithParam<mk::Schedule> {};
 TEST_P(SplitK, MatchesExecutor) {
-  check_against_executor<generated::splitk::Megakernel>(testing::example_path("splitk.evt"), shuffled_bindings(GetParam() + 1), GetParam());
+  check_against_executor<generated::splitk::Megakernel>(testing::example_path("splitk.evt"),
+                                                        testing::shuffled_bindings(GetParam() + 1), GetParam());
 }
 INSTANTIATE_TEST_SUITE_P(MegakernelCpu, SplitK, ::testing::Values(mk::kStatic, mk::kDynamic, mk::kKernels));
 
 class Moe : public ::testing::TestWithParam<mk::Schedule> {};
 TEST_P(Moe, MatchesExecutor) {
-  check_against_executor<generated::moe_routed::Megakernel>(testing::example_path("moe_routed.evt"), shuffled_bindings(GetParam() + 7),
+  check_against_executor<generated::moe_routed::Megakernel>(testing::example_path("moe_routed.evt"), testing::shuffled_bindings(GetParam() + 7),
                                                             GetParam());
 }
 INSTANTIATE_TEST_SUITE_P(MegakernelCpu, Moe, ::testing::Values(mk::kStatic, mk::kDynamic, mk::kKernels));
@@ -78,7 +68,7 @@ INSTANTIATE_TEST_SUITE_P(MegakernelCpu, Moe, ::testing::Values(mk::kStatic, mk::
 class StagedAdd : public ::testing::TestWithParam<mk::Schedule> {};
 TEST_P(StagedAdd, PrologueRunsForEveryTask) {
   check_against_executor<generated::staged_add::Megakernel>(testing::test_graph_path("staged_add.evt"),
-                                                            shuffled_bindings(11), GetParam(), "T");
+                                                            testing::shuffled_bindings(11), GetParam(), "T");
 }
 INSTANTIATE_TEST_SUITE_P(MegakernelCpu, StagedAdd, ::testing::Values(mk::kStatic, mk::kDynamic, mk::kKernels));
 
@@ -133,15 +123,7 @@ TEST(MegakernelCpu, TraceRecordsEveryTaskAndWritesChromeJson) {
   ASSERT_TRUE(kernel.run(*params, {.workers = 3, .schedule = mk::kDynamic, .trace = true}).ok());
 
   const auto& trace = kernel.last_trace();
-  ASSERT_EQ(trace.size(), static_cast<size_t>(b * 4 + b));  // every partial and final tile, once
-  std::set<std::pair<int, int64_t>> tasks;
-  for (const auto& e : trace) {
-    EXPECT_LE(e.start_ns, e.waited_ns);
-    EXPECT_LE(e.waited_ns, e.end_ns);
-    EXPECT_LT(e.worker, 3);
-    tasks.insert({e.group, e.linear});
-  }
-  EXPECT_EQ(tasks.size(), trace.size());
+  testing::expect_each_task_traced_once(trace, static_cast<size_t>(b * 4 + b), 3);  // every partial and final tile
 
   const auto path = std::filesystem::temp_directory_path() / ("eventide_trace_" + std::to_string(getpid()) + ".json");
   Status written = mk::write_chrome_trace(path.string(), trace, [&](int group, int64_t linear) {

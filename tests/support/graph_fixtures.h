@@ -4,14 +4,20 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <memory>
+#include <numeric>
+#include <random>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "compiler/pipeline.h"
 #include "ir/text_form.h"
 #include "ir/tile_graph.h"
 #include "runtime/cpu/executor.h"
+#include "runtime/megakernel/trace.h"
 
 namespace evt::testing {
 
@@ -63,6 +69,29 @@ inline std::unique_ptr<runtime::cpu::BufferStore> seeded_store(const ir::TileGra
 template <typename T>
 const T* buffer_data(const runtime::cpu::BufferStore& store, const ir::Graph& g, const std::string& name) {
   return reinterpret_cast<const T*>(store.bytes(g.buffer_index(name)).data());
+}
+
+// The bindings 1..64 in a seeded random order, then the first again: one megakernel instance
+// runs them all, so its scheduler memory carries over between launches of different sizes.
+inline std::vector<int64_t> shuffled_bindings(uint64_t seed) {
+  std::vector<int64_t> order(64);
+  std::iota(order.begin(), order.end(), 1);
+  std::shuffle(order.begin(), order.end(), std::mt19937_64(seed));
+  order.push_back(order.front());
+  return order;
+}
+
+// A traced launch recorded each of its `tasks` tasks exactly once, in time order, on a valid worker.
+inline void expect_each_task_traced_once(const std::vector<mk::TraceEvent>& trace, size_t tasks, int workers) {
+  ASSERT_EQ(trace.size(), tasks);
+  std::set<std::pair<int, int64_t>> seen;
+  for (const auto& e : trace) {
+    EXPECT_LE(e.start_ns, e.waited_ns);
+    EXPECT_LE(e.waited_ns, e.end_ns);
+    EXPECT_LT(e.worker, workers);
+    seen.insert({e.group, e.linear});
+  }
+  EXPECT_EQ(seen.size(), trace.size());
 }
 
 }  // namespace evt::testing

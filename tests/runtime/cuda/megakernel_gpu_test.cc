@@ -4,9 +4,6 @@
 
 #include <gtest/gtest.h>
 
-#include <numeric>
-#include <random>
-#include <set>
 
 #include "megakernels/moe_routed.h"
 #include "megakernels/splitk.h"
@@ -45,14 +42,6 @@ class DeviceBuffers {
   std::vector<void*> pointers_;
 };
 
-std::vector<int64_t> shuffled_bindings(uint64_t seed) {
-  std::vector<int64_t> order(64);
-  std::iota(order.begin(), order.end(), 1);
-  std::shuffle(order.begin(), order.end(), std::mt19937_64(seed));
-  order.push_back(order.front());
-  return order;
-}
-
 template <class MK>
 void check_against_executor(const std::string& path, mk::Schedule schedule, uint64_t seed, bool cuda_graph = false,
                             const std::string& dim = "B") {
@@ -61,7 +50,7 @@ void check_against_executor(const std::string& path, mk::Schedule schedule, uint
   ASSERT_TRUE(kernel.ok()) << kernel.status().message();
   cudaStream_t stream;
   ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
-  for (int64_t b : shuffled_bindings(seed)) {
+  for (int64_t b : testing::shuffled_bindings(seed)) {
     SCOPED_TRACE(::testing::Message() << path << " " << dim << "=" << b << " schedule " << schedule << (cuda_graph ? " graph" : ""));
     auto tg = ir::instantiate(g, {{dim, b}});
     ASSERT_TRUE(tg.ok()) << tg.status().message();
@@ -155,15 +144,8 @@ TEST(MegakernelGpu, TraceRecordsEveryTaskOnce) {
   ASSERT_TRUE(kernel.ok());
   for (mk::Schedule s : {mk::kStatic, mk::kDynamic}) {
     ASSERT_TRUE((*kernel)->run(*params, {.schedule = s, .trace = true}).ok());
-    const auto& trace = (*kernel)->last_trace();
-    ASSERT_EQ(trace.size(), static_cast<size_t>(b * 5)) << "schedule " << s;
-    std::set<std::pair<int, int64_t>> tasks;
-    for (const auto& e : trace) {
-      EXPECT_LE(e.start_ns, e.waited_ns);
-      EXPECT_LE(e.waited_ns, e.end_ns);
-      tasks.insert({e.group, e.linear});
-    }
-    EXPECT_EQ(tasks.size(), trace.size());
+    SCOPED_TRACE(::testing::Message() << "schedule " << s);
+    testing::expect_each_task_traced_once((*kernel)->last_trace(), static_cast<size_t>(b * 5), (*kernel)->sms());
   }
   ASSERT_TRUE((*kernel)->run(*params, {}).ok());
   EXPECT_TRUE((*kernel)->last_trace().empty());
