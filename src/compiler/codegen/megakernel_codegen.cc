@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <utility>
 
 #include "compiler/infer_wait_counts.h"
 #include "ir/tile_graph.h"
@@ -64,12 +65,25 @@ class Emitter {
   void emit_edge_elements(const ir::Edge& edge, int group, const std::string& action, const std::string& abort_value);
   Status emit_inverse(int consumer, const ir::Edge& edge, const std::string& event_var);
 
-  std::string wait_count_expr(int event) const;
   // Emits `const int64_t e0 = ...;` for each coordinate of element `x` of `ev`; returns the names.
   std::vector<std::string> emit_element_coords(const ir::Event& ev, const std::string& x);
   // Releases a task of group g needs before dynamic scheduling may push it.
   std::string needed_expr(size_t g) const;
   bool dynamic_ok() const { return dynamic_error_.empty(); }
+
+  // --- references from group code
+  // A group's code names its events, buffers and group id through these. While one group is
+  // emitted they spell run-time references into its GroupRef (r.event[k], ...), so groups that
+  // differ only in which events and buffers they use emit the same text and share one function:
+  // a class. Code shared by every group means fewer instruction-cache misses per task.
+  struct Refs {
+    std::vector<int> events, buffers;
+  };
+  std::string event_ref(int e) const;
+  std::string buffer_ref(int b) const;
+  std::string group_ref(int g) const { return refs_ ? "r.group" : std::to_string(g); }
+  // One group's wait, body, prologue and notify, with "@K@" where its class id goes.
+  void emit_group_code(size_t gi);
 
   void line(const std::string& text) { out_ += std::string(indent_ * 2, ' ') + text + "\n"; }
   void open(const std::string& text) {
@@ -90,6 +104,10 @@ class Emitter {
   std::vector<int> source_groups_;   // groups that await nothing
   std::string dynamic_error_;        // why dynamic scheduling cannot be generated, if it cannot
   int loop_ = 0;                     // fresh loop-variable names
+  Refs* refs_ = nullptr;             // set while one group's code is emitted
+  std::vector<Refs> group_refs_;     // per group: what r.event[k] and r.buffer[k] stand for
+  std::vector<int> class_of_;        // per group
+  size_t classes_ = 0;
 };
 
 // --- expressions ----------------------------------------------------------------------------
@@ -112,7 +130,7 @@ std::string Emitter::expr(const Expr& e, const Scope& s) const {
       const int b = g_.buffer_index(e.name());
       std::string args;
       for (const Expr& i : e.args()) args += ", " + expr(i, s);
-      return fmt::format("mk::load_at(p.buffers[{}], {}{})", b, g_.buffers[b].dtype == ir::DType::kI64, args);
+      return fmt::format("mk::load_at(p.buffers[{}], {}{})", buffer_ref(b), g_.buffers[b].dtype == ir::DType::kI64, args);
     }
   }
   return "0";
@@ -122,6 +140,22 @@ Scope Emitter::dims_scope() const {
   Scope s;
   for (size_t d = 0; d < g_.dims.size(); ++d) s.vars[g_.dims[d]] = fmt::format("p.dims[{}]", d);
   return s;
+}
+
+std::string Emitter::event_ref(int e) const {
+  if (!refs_) return std::to_string(e);
+  auto& v = refs_->events;
+  auto it = std::find(v.begin(), v.end(), e);
+  if (it == v.end()) it = v.insert(v.end(), e);
+  return fmt::format("r.event[{}]", it - v.begin());
+}
+
+std::string Emitter::buffer_ref(int b) const {
+  if (!refs_) return std::to_string(b);
+  auto& v = refs_->buffers;
+  auto it = std::find(v.begin(), v.end(), b);
+  if (it == v.end()) it = v.insert(v.end(), b);
+  return fmt::format("r.buffer[{}]", it - v.begin());
 }
 
 std::string Emitter::ravel(const std::vector<Expr>& shape, const std::vector<std::string>& coords) const {
@@ -194,10 +228,7 @@ std::vector<std::string> Emitter::emit_element_coords(const ir::Event& ev, const
   return names;
 }
 
-std::string Emitter::wait_count_expr(int event) const {
-  const ir::Event& ev = g_.events[event];
-  return fmt::format("static_cast<uint64_t>({})", expr(ev.wait.count, dims_scope()));
-}
+
 
 // --- checks ---------------------------------------------------------------------------------
 
@@ -306,6 +337,19 @@ void Emitter::emit_prelude() {
   line(fmt::format("DevBuffer buffers[{}];", std::max<size_t>(1, g_.buffers.size())));
   line(fmt::format("uint64_t* counters[{}];  // per event: arrivals per element, this launch", std::max<size_t>(1, g_.events.size())));
   line(fmt::format("uint64_t* targets[{}];   // per run-time-count event: count + 1 once set; else null", std::max<size_t>(1, g_.events.size())));
+  line(fmt::format("uint64_t wait_count[{}];  // per event with a closed-form count, for this binding", std::max<size_t>(1, g_.events.size())));
+  close("};");
+  line("");
+  line("// What one group's code refers to: class code reads its events and buffers from here.");
+  open("struct GroupRef {");
+  line("int group, cls;");
+  size_t event_refs = 1, buffer_refs = 1;
+  for (const Refs& r : group_refs_) {
+    event_refs = std::max(event_refs, r.events.size());
+    buffer_refs = std::max(buffer_refs, r.buffers.size());
+  }
+  line(fmt::format("int event[{}];", event_refs));
+  line(fmt::format("int buffer[{}];", buffer_refs));
   close("};");
   line("");
 }
@@ -324,6 +368,10 @@ void Emitter::emit_shapes() {
       numel += fmt::format(" * p.buffers[{}].shape[{}]", b, k);
     }
     line(fmt::format("p.buffers[{}].numel = {};", b, numel));
+  }
+  for (size_t e = 0; e < g_.events.size(); ++e) {
+    if (g_.events[e].wait.kind == ir::WaitCount::Kind::kRuntime) continue;
+    line(fmt::format("p.wait_count[{}] = static_cast<uint64_t>({});", e, expr(g_.events[e].wait.count, s)));
   }
   close();
   emit_switch("int64_t event_elements([[maybe_unused]] const Params& p, int event)", "event", g_.events.size(),
@@ -437,14 +485,14 @@ void Emitter::emit_edge_elements(const ir::Edge& edge, int group, const std::str
             args += ", " + expr(c.index[d], s);
           } else {
             const std::string iv = fmt::format("i{}_{}", d, loop_++);
-            open(fmt::format("for (int64_t {0} = 0; {0} < p.buffers[{1}].shape[{2}]; ++{0}) {{", iv, b, d));
+            open(fmt::format("for (int64_t {0} = 0; {0} < p.buffers[{1}].shape[{2}]; ++{0}) {{", iv, buffer_ref(b), d));
             ++opened;
             args += ", " + iv;
           }
         }
         open("{");
         ++opened;
-        line(fmt::format("const int64_t {} = mk::load_at(p.buffers[{}], {}{});", v, b,
+        line(fmt::format("const int64_t {} = mk::load_at(p.buffers[{}], {}{});", v, buffer_ref(b),
                          g_.buffers[b].dtype == ir::DType::kI64, args));
         line(fmt::format("if ({} < 0) continue;  // no event", v));
         break;
@@ -458,8 +506,8 @@ void Emitter::emit_edge_elements(const ir::Edge& edge, int group, const std::str
       cond += fmt::format("{}{} >= {}", k ? " || " : "", coords[k], extent(ev.shape, k));
     }
     open(fmt::format("if ({}) {{", cond));
-    line(fmt::format("mk::fail(w, a, mk::ErrorKind::kBadRange, {}, t, {}, {}, {}, 0);", group,
-                     g_.groups[group].tiles.size(), ei, coords.empty() ? "0" : coords[0]));
+    line(fmt::format("mk::fail(w, a, mk::ErrorKind::kBadRange, {}, t, {}, {}, {}, 0);", group_ref(group),
+                     g_.groups[group].tiles.size(), event_ref(ei), coords.empty() ? "0" : coords[0]));
     line(fmt::format("return {};", abort_value));
     close();
   }
@@ -614,191 +662,244 @@ void Emitter::emit_fires() {
 }
 
 void Emitter::emit_events() {
-  for (size_t e = 0; e < g_.events.size(); ++e) {
-    const ir::Event& ev = g_.events[e];
-    const bool runtime = ev.wait.kind == ir::WaitCount::Kind::kRuntime;
-    line(fmt::format("// event {}{}", ev.name, runtime ? " (run-time wait count)" : ", wait_count=" + ev.wait.count.str()));
-    // Wait (leader): until the element has all its notifications for this launch.
-    line("template <class W>");
-    open(fmt::format("EVT_HD inline bool wait_{}(W& w, const Params& p, const mk::LaunchArgs& a, int64_t x, int group, "
-                     "const int64_t* t, int rank) {{",
-                     e));
-    if (runtime) {
-      line("uint64_t target = 0;");
-      line(fmt::format("if (!mk::wait_runtime_target(w, a, p.targets[{0}] + x, &target, group, t, rank, {0}, x)) return false;", e));
-    } else {
-      line(fmt::format("const uint64_t target = {};", wait_count_expr(static_cast<int>(e))));
-    }
-    line(fmt::format("return mk::wait_arrivals(w, a, p.counters[{0}] + x, target, group, t, rank, {0}, x);", e));
-    close();
-    // Notify (leader): one arrival; the last one fires the element.
-    line("template <class W, mk::Schedule kS>");
-    open(fmt::format("EVT_HD inline bool notify_{}(W& w, const Params& p, const mk::LaunchArgs& a, int64_t x, int group, "
-                     "const int64_t* t, int rank) {{",
-                     e));
-    open("if constexpr (kS != mk::kDynamic) {");
-    line("// Nothing to release: a fire-and-forget add; the waiter checks for too many arrivals.");
-    line(fmt::format("w.fetch_add_release(p.counters[{}] + x, 1);", e));
-    line("return true;");
-    close();
-    line(fmt::format("const uint64_t got = mk::arrive(w, p.counters[{}] + x);", e));
-    if (runtime) {
+  line("// Dispatch of a fired element to its event's consumers (dynamic scheduling).");
+  line("template <class W>");
+  open("EVT_HD inline void fire(W& w, const Params& p, const mk::LaunchArgs& a, int event, int64_t x) {");
+  open("switch (event) {");
+  for (size_t e = 0; e < g_.events.size(); ++e) line(fmt::format("case {0}: fire_{0}<W>(w, p, a, x); return;", e));
+  line("default: return;");
+  close();
+  close();
+  line(R"CODE(
+// Events are handled by one piece of code for all of them: the wait count of this binding is in
+// Params, a run-time count in its target word.
+// Wait (leader): until the element has all its notifications for this launch.
+template <class W>
+EVT_HD inline bool wait_event(W& w, const Params& p, const mk::LaunchArgs& a, int e, int64_t x, int group,
+                              const int64_t* t, int rank) {
+  uint64_t target = p.wait_count[e];
+  if (p.targets[e] && !mk::wait_runtime_target(w, a, p.targets[e] + x, &target, group, t, rank, e, x)) return false;
+  return mk::wait_arrivals(w, a, p.counters[e] + x, target, group, t, rank, e, x);
+}
+// Notify (leader): one arrival; under dynamic scheduling the last one fires the element.
+template <class W, mk::Schedule kS>
+EVT_HD inline bool notify_event(W& w, const Params& p, const mk::LaunchArgs& a, int e, int64_t x, int group,
+                                const int64_t* t, int rank) {
+  if constexpr (kS != mk::kDynamic) {
+    // Nothing to release: a fire-and-forget add; the waiter checks for too many arrivals.
+    w.fetch_add_release(p.counters[e] + x, 1);
+    return true;
+  } else {
+    const uint64_t got = mk::arrive(w, p.counters[e] + x);
+    uint64_t target = p.wait_count[e];
+    if (p.targets[e]) {
       // The verifier ordered the setter before every notifier, so the count is set (as count + 1).
-      line(fmt::format("const uint64_t stored = w.load_acquire(p.targets[{}] + x);", e));
-      line("const uint64_t target = stored == 0 ? 0 : stored - 1;");
-    } else {
-      line(fmt::format("const uint64_t target = {};", wait_count_expr(static_cast<int>(e))));
+      const uint64_t stored = w.load_acquire(p.targets[e] + x);
+      target = stored == 0 ? 0 : stored - 1;
     }
-    open("if (got > target) {");
-    line(fmt::format("mk::fail(w, a, mk::ErrorKind::kOverNotified, group, t, rank, {}, x, static_cast<int64_t>(target) - static_cast<int64_t>(got));", e));
-    line("return false;");
-    close();
-    line(fmt::format("if (got == target) fire_{}<W>(w, p, a, x);", e));
-    line("return true;");
-    close();
-    if (runtime) {
-      line("template <class W, mk::Schedule kS>");
-      open(fmt::format("EVT_HD inline void set_count_{}(W& w, const Params& p, const mk::LaunchArgs& a, int64_t x, "
-                       "int64_t count) {{",
-                       e));
-      open(fmt::format("if (x < 0 || x >= event_elements(p, {}) || count < 0) {{", e));
-      line(fmt::format("mk::fail(w, a, mk::ErrorKind::kBadRange, -1, nullptr, 0, {}, x, count);", e));
-      line("return;");
-      close();
-      line(fmt::format("w.store_release(p.targets[{}] + x, static_cast<uint64_t>(count) + 1);", e));
-      line(fmt::format("if (kS == mk::kDynamic && count == 0) fire_{}<W>(w, p, a, x);", e));
-      close();
+    if (got > target) {
+      mk::fail(w, a, mk::ErrorKind::kOverNotified, group, t, rank, e, x,
+               static_cast<int64_t>(target) - static_cast<int64_t>(got));
+      return false;
     }
+    if (got == target) fire<W>(w, p, a, e, x);
+    return true;
   }
-  line("");
+}
+// A run-time wait count, set by a tile body.
+template <class W, mk::Schedule kS>
+EVT_HD inline void set_count(W& w, const Params& p, const mk::LaunchArgs& a, int e, int64_t x, int64_t count) {
+  if (!p.targets[e] || x < 0 || x >= event_elements(p, e) || count < 0) {
+    mk::fail(w, a, mk::ErrorKind::kBadRange, -1, nullptr, 0, e, x, count);
+    return;
+  }
+  w.store_release(p.targets[e] + x, static_cast<uint64_t>(count) + 1);
+  if (kS == mk::kDynamic && count == 0) fire<W>(w, p, a, e, x);
+}
+)CODE");
 }
 
 // --- groups -------------------------------------------------------------------------------------
 
 void Emitter::emit_groups() {
+  // Each group's code is emitted with run-time references; groups with the same text are a class.
+  std::vector<std::string> texts;
+  std::vector<std::vector<int>> members;
+  group_refs_.assign(g_.groups.size(), {});
+  class_of_.assign(g_.groups.size(), -1);
   for (size_t gi = 0; gi < g_.groups.size(); ++gi) {
-    const ir::TaskGroup& group = g_.groups[gi];
-    const int rank = static_cast<int>(group.tiles.size());
-    const kernels::TileFunction* fn = registry_.find(group.function);
-    line(fmt::format("// task group {}: {} over a rank-{} tile grid", group.name, group.function, rank));
-
-    // The Block a body sees: the worker's threads, plus the group's run-time count setters.
-    line("template <class W, mk::Schedule kS>");
-    open(fmt::format("struct Block{} {{", gi));
-    line("W& w;");
-    line("const Params& p;");
-    line("const mk::LaunchArgs& a;");
-    line("EVT_HD int thread() const { return w.thread(); }");
-    line("EVT_HD int threads() const { return w.threads(); }");
-    line("EVT_HD void sync() const { w.sync(); }");
-    open("EVT_HD void set_wait_count(int slot, int64_t element, int64_t count) const {");
-    line("(void)element; (void)count;");
-    for (size_t k = 0; k < group.sets.size(); ++k) {
-      line(fmt::format("if (slot == {}) set_count_{}<W, kS>(w, p, a, element, count);", k,
-                       g_.event_index(group.sets[k])));
+    std::string saved = std::move(out_);
+    out_.clear();
+    refs_ = &group_refs_[gi];
+    loop_ = 0;  // fresh names restart per group, so equal structure gives equal text
+    emit_group_code(gi);
+    refs_ = nullptr;
+    std::string text = std::exchange(out_, std::move(saved));
+    auto it = std::find(texts.begin(), texts.end(), text);
+    if (it == texts.end()) {
+      texts.push_back(std::move(text));
+      members.emplace_back();
+      it = texts.end() - 1;
     }
-    close();
-    close("};");
-
-    // Wait (leader).
-    line("template <class W, mk::Schedule kS>");
-    open(fmt::format("EVT_HD inline int wait_group_{}(W& w, const Params& p, const mk::LaunchArgs& a, const int64_t* t, "
-                     "int64_t linear) {{",
-                     gi));
-    line("(void)w; (void)p; (void)a; (void)t; (void)linear;");
-    auto wait_action = [&](const ir::Edge& in) {
-      return fmt::format("if (!wait_{}(w, p, a, x, {}, t, {})) return mk::kAbort;", g_.event_index(in.event), gi, rank);
-    };
-    // Kernel boundaries synchronize the kernels mode: it waits on nothing.
-    open("if constexpr (kS != mk::kKernels) {");
-    for (const auto& in : group.in_edges) {
-      if (in.map.kind != ir::EdgeMap::Kind::kMap || !in.map.is_data_independent()) continue;
-      line(fmt::format("// in-edge {}", in.str()));
-      emit_edge_elements(in, static_cast<int>(gi), wait_action(in), "mk::kAbort");
+    class_of_[gi] = static_cast<int>(it - texts.begin());
+    members[class_of_[gi]].push_back(static_cast<int>(gi));
+  }
+  classes_ = texts.size();
+  for (size_t k = 0; k < classes_; ++k) {
+    const std::vector<int>& m = members[k];
+    std::string names;
+    for (size_t i = 0; i < m.size() && i < 4; ++i) names += (i ? ", " : "") + g_.groups[m[i]].name;
+    if (m.size() > 4) names += fmt::format(", ... ({} groups)", m.size());
+    const ir::TaskGroup& first = g_.groups[m[0]];
+    line(fmt::format("// class {}: {} over a rank-{} tile grid; groups {}", k, first.function, first.tiles.size(), names));
+    std::string text = texts[k];
+    for (size_t at = text.find("@K@"); at != std::string::npos; at = text.find("@K@", at)) {
+      text.replace(at, 3, std::to_string(k));
     }
-    close();
-    for (const auto& in : group.in_edges) {
-      if (in.map.kind != ir::EdgeMap::Kind::kRangeTrigger) continue;
-      const int ei = g_.event_index(in.event);
-      const ir::Event& ev = g_.events[ei];
-      line(fmt::format("// range trigger {}: dynamic scheduling pushed this task when a range covered it;", in.str()));
-      line("// the static schedule finds the covering element itself, now that the index buffers are ready.");
-      open("if constexpr (kS != mk::kDynamic) {");
-      line("int64_t found = -1;");
-      open(fmt::format("for (int64_t x = 0; x < event_elements(p, {}) && found < 0; ++x) {{", ei));
-      Scope es = dims_scope();
-      const std::vector<std::string> coords = emit_element_coords(ev, "x");
-      for (size_t k = 0; k < coords.size(); ++k) es.vars[in.map.vars[k]] = coords[k];
-      line(fmt::format("if ({} <= linear && linear < {}) found = x;", expr(in.map.range_begin, es), expr(in.map.range_end, es)));
-      close();
-      line("if (found < 0) return mk::kSkip;");
-      line(fmt::format("if (kS != mk::kKernels && !wait_{}(w, p, a, found, {}, t, {})) return mk::kAbort;", ei, gi, rank));
-      close();
-    }
-    for (const auto& in : group.in_edges) {
-      if (in.map.kind != ir::EdgeMap::Kind::kMap || in.map.is_data_independent()) continue;
-      line(fmt::format("// data-dependent in-edge {} (static scheduling only)", in.str()));
-      open("if constexpr (kS != mk::kKernels) {");
-      emit_edge_elements(in, static_cast<int>(gi), wait_action(in), "mk::kAbort");
-      close();
-    }
-    line("return mk::kRun;");
-    close();
-
-    // Body (every thread of the block).
-    line("template <class W, mk::Schedule kS>");
-    open(fmt::format("EVT_HD inline void body_group_{}(W& w, const Params& p, const mk::LaunchArgs& a, const int64_t* t) {{", gi));
-    auto views = [&](const std::vector<std::string>& names) {
-      std::string s;
-      for (const auto& n : names) s += fmt::format("p.buffers[{}], ", g_.buffer_index(n));
-      return s.empty() ? std::string("DevBuffer{}") : s;
-    };
-    line(fmt::format("const DevBuffer reads[] = {{{}}};", views(group.reads)));
-    line(fmt::format("const DevBuffer writes[] = {{{}}};", views(group.writes)));
-    line(fmt::format("{}(Block{}<W, kS>{{w, p, a}}, t, reads, writes);", fn->device_body, gi));
-    close();
-
-    // Prologue (every thread, before the waits): loads no awaited event guards.
-    line("template <class W, mk::Schedule kS>");
-    open(fmt::format("EVT_HD inline void prologue_group_{}(W& w, const Params& p, const mk::LaunchArgs& a, const int64_t* t) {{", gi));
-    if (fn->device_prologue.empty()) {
-      line("(void)w; (void)p; (void)a; (void)t;");
-    } else {
-      line(fmt::format("const DevBuffer reads[] = {{{}}};", views(group.reads)));
-      line(fmt::format("const DevBuffer writes[] = {{{}}};", views(group.writes)));
-      line(fmt::format("{}(Block{}<W, kS>{{w, p, a}}, t, reads, writes);", fn->device_prologue, gi));
-    }
-    close();
-
-    // Notify (leader).
-    line("template <class W, mk::Schedule kS>");
-    open(fmt::format("EVT_HD inline bool notify_group_{}(W& w, const Params& p, const mk::LaunchArgs& a, const int64_t* t) {{", gi));
-    line("(void)w; (void)p; (void)a; (void)t;");
-    open("if constexpr (kS != mk::kKernels) {  // kernel boundaries synchronize the kernels mode");
-    for (const auto& out : group.out_edges) {
-      line(fmt::format("// out-edge {}", out.str()));
-      emit_edge_elements(out, static_cast<int>(gi),
-                         fmt::format("if (!notify_{}<W, kS>(w, p, a, x, {}, t, {})) return false;",
-                                     g_.event_index(out.event), gi, rank),
-                         "false");
-    }
-    close();
-    line("return true;");
-    close();
-    line("");
+    out_ += text;
   }
 }
 
+void Emitter::emit_group_code(size_t gi) {
+  const ir::TaskGroup& group = g_.groups[gi];
+  const int rank = static_cast<int>(group.tiles.size());
+  const kernels::TileFunction* fn = registry_.find(group.function);
+
+  // The Block a body sees: the worker's threads, plus the group's run-time count setters.
+  line("template <class W, mk::Schedule kS>");
+  open("struct Block@K@ {");
+  line("W& w;");
+  line("const Params& p;");
+  line("const mk::LaunchArgs& a;");
+  line("const GroupRef& r;");
+  line("EVT_HD int thread() const { return w.thread(); }");
+  line("EVT_HD int threads() const { return w.threads(); }");
+  line("EVT_HD void sync() const { w.sync(); }");
+  open("EVT_HD void set_wait_count(int slot, int64_t element, int64_t count) const {");
+  line("(void)element; (void)count;");
+  for (size_t k = 0; k < group.sets.size(); ++k) {
+    line(fmt::format("if (slot == {}) set_count<W, kS>(w, p, a, {}, element, count);", k,
+                     event_ref(g_.event_index(group.sets[k]))));
+  }
+  close();
+  close("};");
+
+  // Wait (leader).
+  line("template <class W, mk::Schedule kS>");
+  open("EVT_HD inline int wait_class_@K@(W& w, const Params& p, const mk::LaunchArgs& a, const GroupRef& r, "
+       "const int64_t* t, int64_t linear) {");
+  line("(void)w; (void)p; (void)a; (void)r; (void)t; (void)linear;");
+  auto wait_action = [&](const ir::Edge& in) {
+    return fmt::format("if (!wait_event(w, p, a, {}, x, {}, t, {})) return mk::kAbort;", event_ref(g_.event_index(in.event)),
+                       group_ref(static_cast<int>(gi)), rank);
+  };
+  auto edge_comment = [&](const char* what, const ir::Edge& e) {
+    line(fmt::format("// {} {}: \"{}\"", what, event_ref(g_.event_index(e.event)), e.map.str()));
+  };
+  // Kernel boundaries synchronize the kernels mode: it waits on nothing.
+  open("if constexpr (kS != mk::kKernels) {");
+  for (const auto& in : group.in_edges) {
+    if (in.map.kind != ir::EdgeMap::Kind::kMap || !in.map.is_data_independent()) continue;
+    edge_comment("in-edge", in);
+    emit_edge_elements(in, static_cast<int>(gi), wait_action(in), "mk::kAbort");
+  }
+  close();
+  for (const auto& in : group.in_edges) {
+    if (in.map.kind != ir::EdgeMap::Kind::kRangeTrigger) continue;
+    const ir::Event& ev = *g_.find_event(in.event);
+    edge_comment("range trigger", in);
+    line("// Dynamic scheduling pushed this task when a range covered it; the static schedule finds the");
+    line("// covering element itself, now that the index buffers are ready.");
+    open("if constexpr (kS != mk::kDynamic) {");
+    line("int64_t found = -1;");
+    open(fmt::format("for (int64_t x = 0; x < {} && found < 0; ++x) {{", product_expr(ev.shape)));
+    Scope es = dims_scope();
+    const std::vector<std::string> coords = emit_element_coords(ev, "x");
+    for (size_t k = 0; k < coords.size(); ++k) es.vars[in.map.vars[k]] = coords[k];
+    line(fmt::format("if ({} <= linear && linear < {}) found = x;", expr(in.map.range_begin, es), expr(in.map.range_end, es)));
+    close();
+    line("if (found < 0) return mk::kSkip;");
+    line(fmt::format("if (kS != mk::kKernels && !wait_event(w, p, a, {}, found, {}, t, {})) return mk::kAbort;",
+                     event_ref(g_.event_index(in.event)), group_ref(static_cast<int>(gi)), rank));
+    close();
+  }
+  for (const auto& in : group.in_edges) {
+    if (in.map.kind != ir::EdgeMap::Kind::kMap || in.map.is_data_independent()) continue;
+    edge_comment("data-dependent in-edge (static scheduling only)", in);
+    open("if constexpr (kS != mk::kKernels) {");
+    emit_edge_elements(in, static_cast<int>(gi), wait_action(in), "mk::kAbort");
+    close();
+  }
+  line("return mk::kRun;");
+  close();
+
+  // Body (every thread of the block), and the prologue (every thread, before the waits), which
+  // loads what no awaited event guards.
+  auto views = [&](const std::vector<std::string>& names) {
+    std::string v;
+    for (const auto& n : names) v += fmt::format("p.buffers[{}], ", buffer_ref(g_.buffer_index(n)));
+    return v.empty() ? std::string("DevBuffer{}") : v;
+  };
+  auto call = [&](const char* what, const std::string& function) {
+    line("template <class W, mk::Schedule kS>");
+    open(fmt::format("EVT_HD inline void {}_class_@K@(W& w, const Params& p, const mk::LaunchArgs& a, const GroupRef& r, "
+                     "const int64_t* t) {{",
+                     what));
+    if (function.empty()) {
+      line("(void)w; (void)p; (void)a; (void)r; (void)t;");
+    } else {
+      line(fmt::format("const DevBuffer reads[] = {{{}}};", views(group.reads)));
+      line(fmt::format("const DevBuffer writes[] = {{{}}};", views(group.writes)));
+      line(fmt::format("{}(Block@K@<W, kS>{{w, p, a, r}}, t, reads, writes);", function));
+    }
+    close();
+  };
+  call("body", fn->device_body);
+  call("prologue", fn->device_prologue);
+
+  // Notify (leader).
+  line("template <class W, mk::Schedule kS>");
+  open("EVT_HD inline bool notify_class_@K@(W& w, const Params& p, const mk::LaunchArgs& a, const GroupRef& r, "
+       "const int64_t* t) {");
+  line("(void)w; (void)p; (void)a; (void)r; (void)t;");
+  open("if constexpr (kS != mk::kKernels) {  // kernel boundaries synchronize the kernels mode");
+  for (const auto& out : group.out_edges) {
+    edge_comment("out-edge", out);
+    emit_edge_elements(out, static_cast<int>(gi),
+                       fmt::format("if (!notify_event<W, kS>(w, p, a, {}, x, {}, t, {})) return false;",
+                                   event_ref(g_.event_index(out.event)), group_ref(static_cast<int>(gi)), rank),
+                       "false");
+  }
+  close();
+  line("return true;");
+  close();
+  line("");
+}
+
 void Emitter::emit_dispatch_and_loops() {
-  line("// One dispatch over task groups.");
+  // Every group's references; computed before the wait, so off the critical path.
+  open("EVT_HD inline GroupRef group_ref(int group) {");
+  open("switch (group) {");
+  for (size_t gi = 0; gi < g_.groups.size(); ++gi) {
+    auto list = [](const std::vector<int>& v) {
+      std::string s;
+      for (int x : v) s += fmt::format("{}{}", s.empty() ? "" : ", ", x);
+      return s.empty() ? std::string("0") : s;
+    };
+    line(fmt::format("case {}: return GroupRef{{{}, {}, {{{}}}, {{{}}}}};", gi, gi, class_of_[gi],
+                     list(group_refs_[gi].events), list(group_refs_[gi].buffers)));
+  }
+  line("default: return GroupRef{-1, -1, {}, {}};");
+  close();
+  close();
+  line("// One dispatch over classes of task groups.");
   auto dispatch = [&](const std::string& ret, const std::string& name, const std::string& params, const std::string& args,
                       const std::string& fallback) {
     line("template <class W, mk::Schedule kS>");
-    open(fmt::format("EVT_HD inline {} {}(W& w, const Params& p, const mk::LaunchArgs& a, int group{}) {{", ret, name, params));
-    open("switch (group) {");
-    for (size_t gi = 0; gi < g_.groups.size(); ++gi) {
-      line(fmt::format("case {}: return {}_group_{}<W, kS>(w, p, a{});", gi, name, gi, args));
-    }
+    open(fmt::format("EVT_HD inline {} {}(W& w, const Params& p, const mk::LaunchArgs& a, const GroupRef& r{}) {{", ret,
+                     name, params));
+    open("switch (r.cls) {");
+    for (size_t k = 0; k < classes_; ++k) line(fmt::format("case {}: return {}_class_{}<W, kS>(w, p, a, r{});", k, name, k, args));
     line(fmt::format("default: return {};", fallback));
     close();
     close();
@@ -809,31 +910,33 @@ void Emitter::emit_dispatch_and_loops() {
   dispatch("bool", "notify", ", const int64_t* t", ", t", "false");
   line("");
   line(R"CODE(// Runs one task on the whole block: the leader waits, every thread runs the body, the leader
-// notifies. False when the launch aborted.
+// notifies. Two block barriers per task: one shares the wait's outcome, one ends the body. A
+// failed notify leaves `healthy` false on the leader, and its next step is an abort; the launch
+// already recorded the error. False when the launch aborted.
 template <class W, mk::Schedule kS>
-EVT_HD inline bool run_task(W& w, const Params& p, const mk::LaunchArgs& a, int group, int64_t linear) {
+EVT_HD inline bool run_task(W& w, const Params& p, const mk::LaunchArgs& a, int group, int64_t linear, bool& healthy) {
   int64_t t[4] = {};
   unravel(p, group, linear, t);
+  const GroupRef r = group_ref(group);
   // The prologue's loads overlap the wait; share() below is the barrier before the body.
-  prologue<W, kS>(w, p, a, group, t);
+  prologue<W, kS>(w, p, a, r, t);
   int step = mk::kRun;
   uint64_t start = 0, waited = 0;
   if (w.leader()) {
     if (a.trace) start = w.now_ns();
-    step = wait<W, kS>(w, p, a, group, t, linear);
+    step = healthy ? wait<W, kS>(w, p, a, r, t, linear) : mk::kAbort;
     if (a.trace) waited = w.now_ns();
   }
   step = w.share(step);
   if (step == mk::kAbort) return false;
   if (step == mk::kSkip) return true;
-  body<W, kS>(w, p, a, group, t);
+  body<W, kS>(w, p, a, r, t);
   w.sync();
-  bool ok = true;
   if (w.leader()) {
-    ok = notify<W, kS>(w, p, a, group, t);
+    healthy = notify<W, kS>(w, p, a, r, t);
     if (a.trace) mk::trace_task(w, a, group, linear, start, waited);  // one branch when tracing is off
   }
-  return w.share(ok);
+  return true;
 }
 
 // Static schedule: this worker's positions of the static order, in order.
@@ -841,11 +944,12 @@ template <class W>
 EVT_HD inline void run_static(W& w, const Params& p, const mk::LaunchArgs& a) {
   mk::zero_next_arena(w, a);
   const int64_t total = total_tasks(p);
+  bool healthy = true;
   for (int64_t position = w.id(); position < total; position += w.count()) {
     int group;
     int64_t linear;
     static_task(p, position, group, linear);
-    if (!run_task<W, mk::kStatic>(w, p, a, group, linear)) return;
+    if (!run_task<W, mk::kStatic>(w, p, a, group, linear, healthy)) return;
   }
 }
 
@@ -854,8 +958,9 @@ template <class W>
 EVT_HD inline void run_group(W& w, const Params& p, const mk::LaunchArgs& a, int group) {
   mk::zero_next_arena(w, a);
   const int64_t tiles = group_tiles(p, group);
+  bool healthy = true;
   for (int64_t linear = w.id(); linear < tiles; linear += w.count()) {
-    if (!run_task<W, mk::kKernels>(w, p, a, group, linear)) return;
+    if (!run_task<W, mk::kKernels>(w, p, a, group, linear, healthy)) return;
   }
 }
 
@@ -864,15 +969,16 @@ template <class W>
 EVT_HD inline void run_dynamic(W& w, const Params& p, const mk::LaunchArgs& a) {
   mk::zero_next_arena(w, a);
   const int64_t sources = source_tasks(p);
+  bool healthy = true;
   while (true) {
     int64_t task = -1;
-    if (w.leader()) task = mk::pop_task(w, a, sources, [&](int64_t ticket) { return source_task(p, ticket); });
+    if (w.leader() && healthy) task = mk::pop_task(w, a, sources, [&](int64_t ticket) { return source_task(p, ticket); });
     task = w.share(task);
     if (task < 0) return;
     int group;
     int64_t linear;
     task_group(p, task, group, linear);
-    const bool ok = run_task<W, mk::kDynamic>(w, p, a, group, linear);
+    const bool ok = run_task<W, mk::kDynamic>(w, p, a, group, linear, healthy);
     if (w.leader()) mk::arrive(w, &a.state->finished);  // after this task's pushes
     if (!ok) return;
   }
@@ -904,9 +1010,10 @@ struct Megakernel {
   }
   // The groups in launch order for the kernels mode (a topological order).
   static int launch_order(int k) { return group_order(k); }
-  template <class W>
-  EVT_HD static void run(W& w, const Params& p, const mk::LaunchArgs& a, bool dynamic) {
-    if (dynamic) {
+  // One instantiation per schedule, so each kernel holds only its own loop's code.
+  template <class W, mk::Schedule kS>
+  EVT_HD static void run(W& w, const Params& p, const mk::LaunchArgs& a) {
+    if constexpr (kS == mk::kDynamic) {
       run_dynamic(w, p, a);
     } else {
       run_static(w, p, a);

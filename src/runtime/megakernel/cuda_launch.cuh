@@ -6,31 +6,42 @@
 
 namespace evt::mk {
 
-template <class MK, int kThreads>
+template <class MK, int kThreads, Schedule kS>
 __global__ void __launch_bounds__(kThreads, 1)
-    megakernel_entry(const __grid_constant__ typename MK::ParamsType p, const LaunchArgs a, bool dynamic) {
-  __shared__ uint64_t share_slot;
-  CudaWorker w(&share_slot);
-  MK::run(w, p, a, dynamic);
+    megakernel_entry(const __grid_constant__ typename MK::ParamsType p, const LaunchArgs a) {
+  __shared__ uint64_t share_slots[2];
+  CudaWorker w(share_slots);
+  MK::template run<CudaWorker, kS>(w, p, a);
 }
 
 template <class MK, int kThreads>
 __global__ void __launch_bounds__(kThreads, 1)
     group_entry(const __grid_constant__ typename MK::ParamsType p, const LaunchArgs a, int group) {
-  __shared__ uint64_t share_slot;
-  CudaWorker w(&share_slot);
+  __shared__ uint64_t share_slots[2];
+  CudaWorker w(share_slots);
   MK::run_one_group(w, p, a, group);
 }
 
 template <class MK>
 cudaError_t CudaLaunch<MK>::blocks_per_sm(int* blocks) {
-  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks, megakernel_entry<MK, kThreads>, kThreads, 0);
+  // The dynamic kernel's resources bound both megakernels' (it holds the larger loop).
+  int fit[2] = {};
+  cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit[0], megakernel_entry<MK, kThreads, kStatic>, kThreads, 0);
+  if (e == cudaSuccess) {
+    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit[1], megakernel_entry<MK, kThreads, kDynamic>, kThreads, 0);
+  }
+  *blocks = fit[0] < fit[1] ? fit[0] : fit[1];
+  return e;
 }
 
 template <class MK>
 cudaError_t CudaLaunch<MK>::launch(const typename MK::ParamsType& p, const LaunchArgs& a, int blocks, bool dynamic,
                                    cudaStream_t stream) {
-  megakernel_entry<MK, kThreads><<<blocks, kThreads, 0, stream>>>(p, a, dynamic);
+  if (dynamic) {
+    megakernel_entry<MK, kThreads, kDynamic><<<blocks, kThreads, 0, stream>>>(p, a);
+  } else {
+    megakernel_entry<MK, kThreads, kStatic><<<blocks, kThreads, 0, stream>>>(p, a);
+  }
   return cudaGetLastError();
 }
 

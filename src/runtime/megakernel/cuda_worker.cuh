@@ -11,19 +11,23 @@ namespace evt::mk {
 
 class CudaWorker {
  public:
-  __device__ explicit CudaWorker(uint64_t* shared_slot) : slot_(shared_slot) {}
+  // `shared_slots`: two words of shared memory for share().
+  __device__ explicit CudaWorker(uint64_t* shared_slots) : slots_(shared_slots) {}
 
   __device__ int id() const { return static_cast<int>(blockIdx.x); }
   __device__ int count() const { return static_cast<int>(gridDim.x); }
   __device__ bool leader() const { return threadIdx.x == 0; }
   __device__ void sync() const { __syncthreads(); }
+  // One barrier: the two slots alternate, and a slot is written again only two shares later,
+  // after every thread passed the barrier of the share in between, so all have read it.
   template <typename T>
-  __device__ T share(T v) const {
+  __device__ T share(T v) {
     static_assert(sizeof(T) <= sizeof(uint64_t), "share() moves at most 8 bytes");
-    __syncthreads();  // everyone has read the previous value
-    if (leader()) *reinterpret_cast<T*>(slot_) = v;
+    T* slot = reinterpret_cast<T*>(slots_ + parity_);
+    parity_ ^= 1;
+    if (leader()) *slot = v;
     __syncthreads();
-    return *reinterpret_cast<const T*>(slot_);
+    return *slot;
   }
 
   __device__ uint64_t load_acquire(const uint64_t* p) const {
@@ -57,7 +61,8 @@ class CudaWorker {
   __device__ static cuda::atomic_ref<uint64_t, cuda::thread_scope_device> ref(const uint64_t* p) {
     return cuda::atomic_ref<uint64_t, cuda::thread_scope_device>(*const_cast<uint64_t*>(p));
   }
-  uint64_t* slot_;
+  uint64_t* slots_;
+  int parity_ = 0;
 };
 
 }  // namespace evt::mk

@@ -180,7 +180,13 @@ class CpuMegakernel {
         launch([&](CpuWorker& w) { MK::run_one_group(w, p, a, MK::launch_order(k)); });
       }
     } else {
-      launch([&](CpuWorker& w) { MK::run(w, p, a, o.schedule == kDynamic); });
+      launch([&](CpuWorker& w) {
+        if (o.schedule == kDynamic) {
+          MK::template run<CpuWorker, kDynamic>(w, p, a);
+        } else {
+          MK::template run<CpuWorker, kStatic>(w, p, a);
+        }
+      });
     }
     trace_ = o.trace ? decode_trace(trace_words, o.workers, f.tasks) : std::vector<TraceEvent>{};
     if (a.state->abort != 0) return Status::error(describe_failure<MK>(a.state->error));
