@@ -9,6 +9,7 @@
 //   uint64_t load_acquire(p), fetch_add_release(p, v), fetch_max(p, v)
 //   void store_release(p, v), store_relaxed(p, v)
 //   uint64_t now_ns(); void pause()        timer and spin back-off
+//   static void touch(const T& v)          load v now (warms the parameter cache before a wait)
 //
 // Counters need no reset pass: the scheduler's memory is two arenas, and a launch uses one while
 // it zeroes the other for the next launch. Nothing touches the other arena during the launch, so
@@ -100,6 +101,7 @@ inline constexpr int kTraceWords = 4;
 
 template <class W>
 EVT_HD void trace_task(W& w, const LaunchArgs& a, int group, int64_t linear, uint64_t start, uint64_t waited) {
+  const uint64_t end = w.now_ns();  // before the bookkeeping below, whose load may miss
   uint64_t* mine = a.trace + static_cast<int64_t>(w.id()) * (1 + kTraceWords * a.trace_tasks_per_worker);
   const uint64_t n = mine[0];
   if (static_cast<int64_t>(n) >= a.trace_tasks_per_worker) return;  // full: later tasks go untraced
@@ -107,7 +109,7 @@ EVT_HD void trace_task(W& w, const LaunchArgs& a, int group, int64_t linear, uin
   r[0] = (static_cast<uint64_t>(group) << 40) | static_cast<uint64_t>(linear);
   r[1] = start;
   r[2] = waited;
-  r[3] = w.now_ns();
+  r[3] = end;
   mine[0] = n + 1;
 }
 
@@ -148,7 +150,8 @@ EVT_HD void fail(W& w, const LaunchArgs& a, ErrorKind kind, int group, const int
 }
 
 // Spins until `counter` holds `target` arrivals. Leader only. False when the launch aborted or
-// the wait timed out (which aborts it).
+// the wait timed out (which aborts it). The first polls do not pause: a hop measured 40 ns
+// faster so (bench/micro/sync_micro.cu), and one outstanding load per worker does not load L2.
 template <class W>
 EVT_HD bool wait_arrivals(W& w, const LaunchArgs& a, const uint64_t* counter, uint64_t target, int group,
                           const int64_t* tile, int tile_rank, int event, int64_t element) {
@@ -157,7 +160,7 @@ EVT_HD bool wait_arrivals(W& w, const LaunchArgs& a, const uint64_t* counter, ui
   uint32_t spins = 0;
   while (got < target) {
     if (start == 0) start = w.now_ns();
-    w.pause();
+    if (spins >= 256) w.pause();
     if ((++spins & 63) == 0) {
       if (aborted(w, a)) return false;
       if (static_cast<int64_t>(w.now_ns() - start) > a.spin_limit_ns) {
