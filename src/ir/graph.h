@@ -52,6 +52,10 @@ struct Edge {
 };
 
 // A call_device: one tile function over a symbolic tile grid. Each grid point is a task.
+// Where a group's tasks run when a megakernel schedules per group: in the static per-SM order
+// (dense, predictable work) or from the dynamic ready queue (irregular work).
+enum class GroupSchedule { kStatic, kDynamic };
+
 struct TaskGroup {
   std::string name;
   std::string function;
@@ -60,6 +64,7 @@ struct TaskGroup {
   std::vector<Edge> in_edges;   // waited on in this order before the task runs
   std::vector<Edge> out_edges;  // notified after the task ran
   std::vector<std::string> sets;  // events whose run-time wait counts this group sets
+  GroupSchedule schedule = GroupSchedule::kStatic;
   friend bool operator==(const TaskGroup&, const TaskGroup&) = default;
 };
 

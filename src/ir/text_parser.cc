@@ -412,7 +412,7 @@ Status assign_to(T& out, Expected<T> value) {
 //   NAME = buffer(SHAPE, DTYPE)
 //   NAME = event(SHAPE [, wait_count=(EXPR | runtime)])
 //   NAME = call_device(FUNCTION, tiles=SHAPE [, reads=(..)] [, writes=(..)] [, in_edges={..}]
-//                      [, out_edges={..}] [, sets=(..)])
+//                      [, out_edges={..}] [, sets=(..)] [, schedule=static|dynamic])
 class GraphParser {
  public:
   explicit GraphParser(const SourceText& src) : src_(src), ts_(src, src.text(), SourcePos{}, Lexer::Mode::kGraph) {}
@@ -583,11 +583,12 @@ Status GraphParser::call_device(const Head& h) {
 }
 
 Status GraphParser::call_keyword(const Token& key, TaskGroup& group) {
-  static constexpr std::string_view kKeywords[] = {"tiles", "reads", "writes", "in_edges", "out_edges", "sets"};
+  static constexpr std::string_view kKeywords[] = {"tiles",     "reads", "writes",  "in_edges",
+                                                    "out_edges", "sets",  "schedule"};
   const std::string_view k = key.text;
   if (std::find(std::begin(kKeywords), std::end(kKeywords), k) == std::end(kKeywords)) {
     return ts_.error_at(key.pos, fmt::format("call_device: unknown keyword '{}' (expected tiles, reads, writes, "
-                                             "in_edges, out_edges or sets)",
+                                             "in_edges, out_edges, sets or schedule)",
                                              k));
   }
   EVT_RETURN_IF_ERROR(ts_.expect(Tok::kAssign));
@@ -596,6 +597,14 @@ Status GraphParser::call_keyword(const Token& key, TaskGroup& group) {
   if (k == "writes") return assign_to(group.writes, references(Ref::kBuffer));
   if (k == "in_edges") return assign_to(group.in_edges, edges(k));
   if (k == "out_edges") return assign_to(group.out_edges, edges(k));
+  if (k == "schedule") {
+    EVT_ASSIGN_OR_RETURN(const Token value, ts_.expect_token(Tok::kIdent, "static or dynamic"));
+    if (value.text != "static" && value.text != "dynamic") {
+      return ts_.error_at(value.pos, fmt::format("call_device: schedule={} (expected static or dynamic)", value.text));
+    }
+    group.schedule = value.text == "dynamic" ? GroupSchedule::kDynamic : GroupSchedule::kStatic;
+    return Status();
+  }
   return assign_to(group.sets, references(Ref::kEvent));  // the one keyword left: sets
 }
 

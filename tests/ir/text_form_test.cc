@@ -123,6 +123,8 @@ TEST(Golden, MoeGraphContents) {
   const Expr e = Expr::var("e");
   EXPECT_EQ(trigger.range_begin, Expr::load("indptr", {e}));
   EXPECT_EQ(trigger.range_end, Expr::load("indptr", {e + 1}));
+  EXPECT_EQ(expert->schedule, GroupSchedule::kDynamic);
+  EXPECT_EQ(g->find_group("gather")->schedule, GroupSchedule::kStatic);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -170,7 +172,9 @@ const std::vector<ErrorCase>& error_cases() {
       {"B = dim(B)\n", "expected ')' (dim() takes no arguments), found 'B'", 1, 9},
       // Keyword arguments.
       {kDecls + "g = call_device(f, tiles=(B,), foo=(A,))\n",
-       "call_device: unknown keyword 'foo' (expected tiles, reads, writes, in_edges, out_edges or sets)", 6, 32},
+       "call_device: unknown keyword 'foo' (expected tiles, reads, writes, in_edges, out_edges, sets or schedule)", 6, 32},
+      {kDecls + "g = call_device(f, tiles=(B,), schedule=eager)\n",
+       "call_device: schedule=eager (expected static or dynamic)", 6, 41},
       {kDecls + "g = call_device(f, reads=(A,))\n", "call_device: missing tiles=", 6, 5},
       {kDecls + "g = call_device(f, tiles=(B,), tiles=(B,))\n", "call_device: duplicate keyword 'tiles='", 6, 32},
       {kDecls + "g = call_device(tiles=(B,))\n", "the first argument is the tile function's name", 6, 17},

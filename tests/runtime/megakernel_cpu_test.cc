@@ -54,14 +54,16 @@ TEST_P(SplitK, MatchesExecutor) {
   check_against_executor<generated::splitk::Megakernel>(testing::example_path("splitk.evt"),
                                                         testing::shuffled_bindings(GetParam() + 1), GetParam());
 }
-INSTANTIATE_TEST_SUITE_P(MegakernelCpu, SplitK, ::testing::Values(mk::kStatic, mk::kDynamic, mk::kKernels));
+INSTANTIATE_TEST_SUITE_P(MegakernelCpu, SplitK, ::testing::Values(mk::kStatic, mk::kDynamic, mk::kKernels, mk::kPerGroup));
 
+// Per-group: the expert group runs from the ready queue, the rest in static order. The first
+// binding runs on one worker, so combine's static wait must run the expert tasks itself (Help).
 class Moe : public ::testing::TestWithParam<mk::Schedule> {};
 TEST_P(Moe, MatchesExecutor) {
   check_against_executor<generated::moe_routed::Megakernel>(testing::example_path("moe_routed.evt"), testing::shuffled_bindings(GetParam() + 7),
                                                             GetParam());
 }
-INSTANTIATE_TEST_SUITE_P(MegakernelCpu, Moe, ::testing::Values(mk::kStatic, mk::kDynamic, mk::kKernels));
+INSTANTIATE_TEST_SUITE_P(MegakernelCpu, Moe, ::testing::Values(mk::kStatic, mk::kDynamic, mk::kKernels, mk::kPerGroup));
 
 // The prefetch prologue: each add tile stages its weight row before waiting; skipping the
 // prologue, or running it after the body, leaves poison in the result.
@@ -70,7 +72,7 @@ TEST_P(StagedAdd, PrologueRunsForEveryTask) {
   check_against_executor<generated::staged_add::Megakernel>(testing::test_graph_path("staged_add.evt"),
                                                             testing::shuffled_bindings(11), GetParam(), "T");
 }
-INSTANTIATE_TEST_SUITE_P(MegakernelCpu, StagedAdd, ::testing::Values(mk::kStatic, mk::kDynamic, mk::kKernels));
+INSTANTIATE_TEST_SUITE_P(MegakernelCpu, StagedAdd, ::testing::Values(mk::kStatic, mk::kDynamic, mk::kKernels, mk::kPerGroup));
 
 // Bound spins: a wrong count (verifier bypassed at codegen) stops the launch with a record.
 Status run_wrong_count(mk::CpuMegakernel<generated::splitk_wrong_count::Megakernel>& kernel, int64_t b,

@@ -55,7 +55,7 @@ class Emitter {
   void emit_group_geometry();
   void emit_events();
   void emit_releases();
-  void emit_fires();
+  Status emit_fires();
   void emit_groups();
   void emit_dispatch_and_loops();
 
@@ -70,6 +70,10 @@ class Emitter {
   // Releases a task of group g needs before dynamic scheduling may push it.
   std::string needed_expr(size_t g) const;
   bool dynamic_ok() const { return dynamic_error_.empty(); }
+  // "true" when the graph asks for group g to run from the ready queue under per-group scheduling.
+  std::string dynamic_flag(size_t g) const {
+    return g_.groups[g].schedule == ir::GroupSchedule::kDynamic ? "true" : "false";
+  }
 
   // --- references from group code
   // A group's code names its events, buffers and group id through these. While one group is
@@ -427,20 +431,27 @@ void Emitter::emit_group_geometry() {
   emit_decode(group_order_, "position");
   close();
   // Source tasks: the groups that await nothing, which the dynamic queue starts with.
+  // Under per-group scheduling only the dynamic groups' sources.
+  line("template <mk::Schedule kS>");
   open("EVT_HD inline int64_t source_tasks(const Params& p) {");
   line("(void)p;");
-  std::string n = "int64_t{0}";
-  for (int sg : source_groups_) n += fmt::format(" + group_tiles(p, {})", sg);
-  line(fmt::format("return {};", n));
+  line("int64_t n = 0;");
+  for (int sg : source_groups_) line(fmt::format("if (mk::runs_dynamic(kS, {})) n += group_tiles(p, {});", dynamic_flag(sg), sg));
+  line("return n;");
   close();
+  line("template <mk::Schedule kS>");
   open("EVT_HD inline int64_t source_task(const Params& p, int64_t ticket) {");
   for (int sg : source_groups_) {
+    open(fmt::format("if (mk::runs_dynamic(kS, {})) {{", dynamic_flag(sg)));
     line(fmt::format("if (ticket < {}) return {} + ticket;", tiles_expr(sg), first_task_expr(sg)));
     line(fmt::format("ticket -= {};", tiles_expr(sg)));
+    close();
   }
   line("(void)p;");
   line("return -1;");
   close();
+  emit_switch("bool group_dynamic(int group)", "group", g_.groups.size(), [&](size_t g) { return dynamic_flag(g); },
+              "false");
   line("");
 }
 
@@ -631,57 +642,68 @@ void Emitter::emit_releases() {
   line("");
 }
 
-void Emitter::emit_fires() {
-  line("// An element reached its count: under dynamic scheduling, release the tasks awaiting it.");
+Status Emitter::emit_fires() {
+  line("// An element reached its count: release the tasks awaiting it that the ready queue runs.");
   for (size_t e = 0; e < g_.events.size(); ++e) {
-    line("template <class W>");
+    line("template <class W, mk::Schedule kS>");
     open(fmt::format("EVT_HD inline void fire_{}(W& w, const Params& p, const mk::LaunchArgs& a, int64_t x) {{", e));
     line("(void)w; (void)p; (void)a; (void)x;");
     for (size_t c = 0; c < g_.groups.size(); ++c) {
       for (const auto& in : g_.groups[c].in_edges) {
         if (in.event != g_.events[e].name) continue;
         line(fmt::format("// consumer {}, in-edge {}", g_.groups[c].name, in.map.str()));
+        open(fmt::format("if constexpr (mk::runs_dynamic(kS, {})) {{", dynamic_flag(c)));
         const std::string before = out_;
         const int depth = indent_;
         Status s = emit_inverse(static_cast<int>(c), in, "x");
-        if (!s.ok()) {  // no dynamic schedule for this graph; keep the generated code whole
+        if (!s.ok()) {
+          if (g_.groups[c].schedule == ir::GroupSchedule::kDynamic) {
+            return error("task group {} asks for schedule=dynamic, but {}", g_.groups[c].name, s.message());
+          }
+          // No dynamic schedule for the whole graph; per-group scheduling keeps this group static.
           out_ = before;
           indent_ = depth;
-          line("// (no closed-form inverse: dynamic scheduling is unavailable for this graph)");
+          line("// (no closed-form inverse: only per-group scheduling, with this group static)");
           if (dynamic_error_.empty()) dynamic_error_ = s.message();
         }
+        close();
       }
     }
     close();
   }
   line("");
+  return Status();
 }
 
 void Emitter::emit_events() {
   line("// Dispatch of a fired element to its event's consumers (dynamic scheduling).");
-  line("template <class W>");
+  line("template <class W, mk::Schedule kS>");
   open("EVT_HD inline void fire(W& w, const Params& p, const mk::LaunchArgs& a, int event, int64_t x) {");
   open("switch (event) {");
-  for (size_t e = 0; e < g_.events.size(); ++e) line(fmt::format("case {0}: fire_{0}<W>(w, p, a, x); return;", e));
+  for (size_t e = 0; e < g_.events.size(); ++e) line(fmt::format("case {0}: fire_{0}<W, kS>(w, p, a, x); return;", e));
   line("default: return;");
   close();
   close();
   line(R"CODE(
 // Events are handled by one piece of code for all of them: the wait count of this binding is in
 // Params, a run-time count in its target word.
-// Wait (leader): until the element has all its notifications for this launch.
+// Wait (leader): until the element has all its notifications for this launch (a mk::Step).
 template <class W>
-EVT_HD inline bool wait_event(W& w, const Params& p, const mk::LaunchArgs& a, int e, int64_t x, int group,
-                              const int64_t* t, int rank) {
+EVT_HD inline int wait_event(W& w, const Params& p, const mk::LaunchArgs& a, int e, int64_t x, int group,
+                             const int64_t* t, int rank, mk::Help* help) {
   uint64_t target = p.wait_count[e];
-  if (p.targets[e] && !mk::wait_runtime_target(w, a, p.targets[e] + x, &target, group, t, rank, e, x)) return false;
-  return mk::wait_arrivals(w, a, p.counters[e] + x, target, group, t, rank, e, x);
+  if (p.targets[e]) {
+    const int step = mk::wait_runtime_target(w, a, p.targets[e] + x, &target, group, t, rank, e, x, help);
+    if (step != mk::kRun) return step;
+  }
+  return mk::wait_arrivals(w, a, p.counters[e] + x, target, group, t, rank, e, x, help);
 }
-// Notify (leader): one arrival; under dynamic scheduling the last one fires the element.
+// Notify (leader): one arrival; when the ready queue runs some consumers, the last arrival fires
+// the element.
 template <class W, mk::Schedule kS>
 EVT_HD inline bool notify_event(W& w, const Params& p, const mk::LaunchArgs& a, int e, int64_t x, int group,
                                 const int64_t* t, int rank) {
-  if constexpr (kS != mk::kDynamic) {
+  if constexpr (kS == mk::kStatic || kS == mk::kKernels) {
     // Nothing to release: a fire-and-forget add; the waiter checks for too many arrivals.
     w.fetch_add_release(p.counters[e] + x, 1);
     return true;
@@ -698,7 +720,7 @@ EVT_HD inline bool notify_event(W& w, const Params& p, const mk::LaunchArgs& a, 
                static_cast<int64_t>(target) - static_cast<int64_t>(got));
       return false;
     }
-    if (got == target) fire<W>(w, p, a, e, x);
+    if (got == target) fire<W, kS>(w, p, a, e, x);
     return true;
   }
 }
@@ -710,7 +732,9 @@ EVT_HD inline void set_count(W& w, const Params& p, const mk::LaunchArgs& a, int
     return;
   }
   w.store_release(p.targets[e] + x, static_cast<uint64_t>(count) + 1);
-  if (kS == mk::kDynamic && count == 0) fire<W>(w, p, a, e, x);
+  if (kS == mk::kDynamic || kS == mk::kPerGroup) {
+    if (count == 0) fire<W, kS>(w, p, a, e, x);
+  }
 }
 )CODE");
 }
@@ -788,12 +812,13 @@ void Emitter::emit_group_code(size_t gi) {
   // Wait (leader).
   line("template <class W, mk::Schedule kS>");
   open("EVT_HD inline int wait_class_@K@(W& w, const Params& p, const mk::LaunchArgs& a, const GroupRef& r, "
-       "const int64_t* t, int64_t linear) {");
-  line("(void)w; (void)p; (void)a; (void)r; (void)t; (void)linear;");
-  auto wait_action = [&](const ir::Edge& in) {
-    return fmt::format("if (!wait_event(w, p, a, {}, x, {}, t, {})) return mk::kAbort;", event_ref(g_.event_index(in.event)),
-                       group_ref(static_cast<int>(gi)), rank);
+       "const int64_t* t, int64_t linear, mk::Help* help) {");
+  line("(void)w; (void)p; (void)a; (void)r; (void)t; (void)linear; (void)help;");
+  auto wait_on = [&](const ir::Edge& in, const std::string& element) {
+    return fmt::format("if (const int s = wait_event(w, p, a, {}, {}, {}, t, {}, help); s != mk::kRun) return s;",
+                       event_ref(g_.event_index(in.event)), element, group_ref(static_cast<int>(gi)), rank);
   };
+  auto wait_action = [&](const ir::Edge& in) { return wait_on(in, "x"); };
   auto edge_comment = [&](const char* what, const ir::Edge& e) {
     line(fmt::format("// {} {}: \"{}\"", what, event_ref(g_.event_index(e.event)), e.map.str()));
   };
@@ -811,7 +836,7 @@ void Emitter::emit_group_code(size_t gi) {
     edge_comment("range trigger", in);
     line("// Dynamic scheduling pushed this task when a range covered it; the static schedule finds the");
     line("// covering element itself, now that the index buffers are ready.");
-    open("if constexpr (kS != mk::kDynamic) {");
+    open(fmt::format("if constexpr (!mk::runs_dynamic(kS, {})) {{", dynamic_flag(gi)));
     line("int64_t found = -1;");
     open(fmt::format("for (int64_t x = 0; x < {} && found < 0; ++x) {{", product_expr(ev.shape)));
     Scope es = dims_scope();
@@ -820,8 +845,9 @@ void Emitter::emit_group_code(size_t gi) {
     line(fmt::format("if ({} <= linear && linear < {}) found = x;", expr(in.map.range_begin, es), expr(in.map.range_end, es)));
     close();
     line("if (found < 0) return mk::kSkip;");
-    line(fmt::format("if (kS != mk::kKernels && !wait_event(w, p, a, {}, found, {}, t, {})) return mk::kAbort;",
-                     event_ref(g_.event_index(in.event)), group_ref(static_cast<int>(gi)), rank));
+    open("if constexpr (kS != mk::kKernels) {");
+    line(wait_on(in, "found"));
+    close();
     close();
   }
   for (const auto& in : group.in_edges) {
@@ -906,7 +932,7 @@ void Emitter::emit_dispatch_and_loops() {
     close();
     close();
   };
-  dispatch("int", "wait", ", const int64_t* t, int64_t linear", ", t, linear", "mk::kAbort");
+  dispatch("int", "wait", ", const int64_t* t, int64_t linear, mk::Help* help", ", t, linear, help", "mk::kAbort");
   dispatch("void", "prologue", ", const int64_t* t", ", t", "");
   dispatch("void", "body", ", const int64_t* t", ", t", "");
   dispatch("bool", "notify", ", const int64_t* t", ", t", "false");
@@ -915,8 +941,11 @@ void Emitter::emit_dispatch_and_loops() {
 // notifies. Two block barriers per task: one shares the wait's outcome, one ends the body. A
 // failed notify leaves `healthy` false on the leader, and its next step is an abort; the launch
 // already recorded the error. False when the launch aborted.
-template <class W, mk::Schedule kS>
-EVT_HD inline bool run_task(W& w, const Params& p, const mk::LaunchArgs& a, int group, int64_t linear, bool& healthy) {
+// kHelps (per-group scheduling, static tasks): while the wait spins, the block runs ready tasks
+// of the dynamic groups, then reloads this task's prologue, which they may have overwritten.
+template <class W, mk::Schedule kS, bool kHelps = false>
+EVT_HD inline bool run_task(W& w, const Params& p, const mk::LaunchArgs& a, int group, int64_t linear, bool& healthy,
+                            int64_t sources = 0) {
   int64_t t[4] = {};
   unravel(p, group, linear, t);
   const GroupRef r = group_ref(group);
@@ -928,18 +957,37 @@ EVT_HD inline bool run_task(W& w, const Params& p, const mk::LaunchArgs& a, int 
   for (int b : r.buffer) {
     if (b >= 0) W::touch(p.buffers[b].data);
   }
-  // The prologue's loads overlap the wait; share() below is the barrier before the body.
-  prologue<W, kS>(w, p, a, r, t);
-  int step = mk::kRun;
   uint64_t start = 0, waited = 0;
-  if (w.leader()) {
-    if (a.trace) start = w.now_ns();
-    step = healthy ? wait<W, kS>(w, p, a, r, t, linear) : mk::kAbort;
-    if (a.trace) waited = w.now_ns();
+  while (true) {
+    // The prologue's loads overlap the wait; share() below is the barrier before the body.
+    prologue<W, kS>(w, p, a, r, t);
+    mk::Help help{sources};
+    int64_t step = mk::kRun;
+    if (w.leader()) {
+      if (a.trace) start = w.now_ns();
+      step = healthy ? wait<W, kS>(w, p, a, r, t, linear, kHelps ? &help : nullptr) : mk::kAbort;
+      if (a.trace) waited = w.now_ns();
+      if (step == mk::kHelp) step = ~help.ticket;  // negative: the ticket to run first
+    }
+    step = w.share(step);
+    if (step == mk::kAbort) return false;
+    if (step == mk::kSkip) return true;
+    if (step == mk::kRun) break;
+    if constexpr (kHelps) {
+      int64_t task = -1;
+      if (w.leader()) {
+        task = mk::ticket_task(w, a, sources, w.count(), ~step, [&](int64_t k) { return source_task<kS>(p, k); });
+      }
+      task = w.share(task);
+      if (task < 0) return false;
+      int g;
+      int64_t l;
+      task_group(p, task, g, l);
+      const bool ok = run_task<W, kS>(w, p, a, g, l, healthy);
+      if (w.leader()) mk::arrive(w, &a.state->finished);
+      if (!ok) return false;
+    }
   }
-  step = w.share(step);
-  if (step == mk::kAbort) return false;
-  if (step == mk::kSkip) return true;
   body<W, kS>(w, p, a, r, t);
   w.sync();
   if (w.leader()) {
@@ -949,17 +997,41 @@ EVT_HD inline bool run_task(W& w, const Params& p, const mk::LaunchArgs& a, int 
   return true;
 }
 
-// Static schedule: this worker's positions of the static order, in order.
-template <class W>
-EVT_HD inline void run_static(W& w, const Params& p, const mk::LaunchArgs& a) {
+// The megakernel's worker loop. Static groups: this worker's positions of the static order, in
+// order (the dynamic groups' positions are skipped). Dynamic groups: pop, run, notify (which
+// pushes what it released) until the launch is over; under per-group scheduling a worker comes
+// here once through its static tasks.
+template <class W, mk::Schedule kS>
+EVT_HD inline void run_megakernel(W& w, const Params& p, const mk::LaunchArgs& a) {
   mk::zero_next_arena(w, a);
-  const int64_t total = total_tasks(p);
   bool healthy = true;
-  for (int64_t position = w.id(); position < total; position += w.count()) {
+  const int64_t sources = source_tasks<kS>(p);
+  if constexpr (kS != mk::kDynamic) {
+    const int64_t total = total_tasks(p);
+    for (int64_t position = w.id(); position < total; position += w.count()) {
+      int group;
+      int64_t linear;
+      static_task(p, position, group, linear);
+      if (mk::runs_dynamic(kS, group_dynamic(group))) continue;
+      if (!run_task<W, kS, kS == mk::kPerGroup>(w, p, a, group, linear, healthy, sources)) return;
+    }
+    if constexpr (kS == mk::kStatic) return;
+    if (w.leader()) mk::arrive(w, &a.state->static_done);
+  }
+  const int64_t static_workers = kS == mk::kPerGroup ? w.count() : 0;
+  while (true) {
+    int64_t task = -1;
+    if (w.leader() && healthy) {
+      task = mk::pop_task(w, a, sources, static_workers, [&](int64_t ticket) { return source_task<kS>(p, ticket); });
+    }
+    task = w.share(task);
+    if (task < 0) return;
     int group;
     int64_t linear;
-    static_task(p, position, group, linear);
-    if (!run_task<W, mk::kStatic>(w, p, a, group, linear, healthy)) return;
+    task_group(p, task, group, linear);
+    const bool ok = run_task<W, kS>(w, p, a, group, linear, healthy);
+    if (w.leader()) mk::arrive(w, &a.state->finished);  // after this task's pushes
+    if (!ok) return;
   }
 }
 
@@ -971,26 +1043,6 @@ EVT_HD inline void run_group(W& w, const Params& p, const mk::LaunchArgs& a, int
   bool healthy = true;
   for (int64_t linear = w.id(); linear < tiles; linear += w.count()) {
     if (!run_task<W, mk::kKernels>(w, p, a, group, linear, healthy)) return;
-  }
-}
-
-// Dynamic schedule: pop, run, notify (which pushes what it released), until the launch is over.
-template <class W>
-EVT_HD inline void run_dynamic(W& w, const Params& p, const mk::LaunchArgs& a) {
-  mk::zero_next_arena(w, a);
-  const int64_t sources = source_tasks(p);
-  bool healthy = true;
-  while (true) {
-    int64_t task = -1;
-    if (w.leader() && healthy) task = mk::pop_task(w, a, sources, [&](int64_t ticket) { return source_task(p, ticket); });
-    task = w.share(task);
-    if (task < 0) return;
-    int group;
-    int64_t linear;
-    task_group(p, task, group, linear);
-    const bool ok = run_task<W, mk::kDynamic>(w, p, a, group, linear, healthy);
-    if (w.leader()) mk::arrive(w, &a.state->finished);  // after this task's pushes
-    if (!ok) return;
   }
 }
 
@@ -1020,14 +1072,11 @@ struct Megakernel {
   }
   // The groups in launch order for the kernels mode (a topological order).
   static int launch_order(int k) { return group_order(k); }
+  static bool dynamic_group(int g) { return group_dynamic(g); }
   // One instantiation per schedule, so each kernel holds only its own loop's code.
   template <class W, mk::Schedule kS>
   EVT_HD static void run(W& w, const Params& p, const mk::LaunchArgs& a) {
-    if constexpr (kS == mk::kDynamic) {
-      run_dynamic(w, p, a);
-    } else {
-      run_static(w, p, a);
-    }
+    run_megakernel<W, kS>(w, p, a);
   }
   template <class W>
   EVT_HD static void run_one_group(W& w, const Params& p, const mk::LaunchArgs& a, int group) {
@@ -1047,7 +1096,7 @@ Expected<std::string> Emitter::run() {
   emit_shapes();
   emit_group_geometry();
   emit_releases();
-  emit_fires();
+  EVT_RETURN_IF_ERROR(emit_fires());
   emit_events();
   emit_groups();
   emit_dispatch_and_loops();

@@ -36,6 +36,9 @@ class CpuWorker {
     }
     return old;
   }
+  bool compare_exchange(uint64_t* p, uint64_t& expected, uint64_t desired) const {
+    return std::atomic_ref<uint64_t>(*p).compare_exchange_strong(expected, desired, std::memory_order_acq_rel);
+  }
   void store_release(uint64_t* p, uint64_t v) const {
     std::atomic_ref<uint64_t>(*p).store(v, std::memory_order_release);
   }

@@ -122,7 +122,7 @@ class CudaMegakernel {
     }
     last_capture_ms_ = 0;
     if (o.schedule != kKernels) {
-      EVT_CUDA_RETURN(CudaLaunch<MK>::launch(p, a, blocks, o.schedule == kDynamic, o.stream));
+      EVT_CUDA_RETURN(CudaLaunch<MK>::launch(p, a, blocks, o.schedule, o.stream));
     } else if (!o.cuda_graph) {
       EVT_RETURN_IF_ERROR(launch_groups(p, a, o.stream));
     } else {
@@ -152,8 +152,7 @@ class CudaMegakernel {
       EVT_CUDA_RETURN(cudaMemset(l.args.state, 0, sizeof(SchedulerState)));
       return Status::error(describe_failure<MK>(s.error));
     }
-    if (l.options.schedule != kDynamic) return Status();
-    return check_dynamic_completion<MK>(l.params, s, [&](int e) {
+    return check_dynamic_completion<MK>(l.params, l.options.schedule, s, [&](int e) {
       std::vector<uint64_t> c(l.elements[e]);
       cudaMemcpy(c.data(), l.params.counters[e], c.size() * sizeof(uint64_t), cudaMemcpyDeviceToHost);
       return c;

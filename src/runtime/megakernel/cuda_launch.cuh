@@ -24,23 +24,27 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 template <class MK>
 cudaError_t CudaLaunch<MK>::blocks_per_sm(int* blocks) {
-  // The dynamic kernel's resources bound both megakernels' (it holds the larger loop).
-  int fit[2] = {};
+  // The bound of all three megakernels (static, dynamic, per-group).
+  int fit[3] = {};
   cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit[0], megakernel_entry<MK, kThreads, kStatic>, kThreads, 0);
   if (e == cudaSuccess) {
     e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit[1], megakernel_entry<MK, kThreads, kDynamic>, kThreads, 0);
   }
-  *blocks = fit[0] < fit[1] ? fit[0] : fit[1];
+  if (e == cudaSuccess) {
+    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit[2], megakernel_entry<MK, kThreads, kPerGroup>, kThreads, 0);
+  }
+  *blocks = fit[0];
+  for (int f : fit) *blocks = f < *blocks ? f : *blocks;
   return e;
 }
 
 template <class MK>
-cudaError_t CudaLaunch<MK>::launch(const typename MK::ParamsType& p, const LaunchArgs& a, int blocks, bool dynamic,
-                                   cudaStream_t stream) {
-  if (dynamic) {
-    megakernel_entry<MK, kThreads, kDynamic><<<blocks, kThreads, 0, stream>>>(p, a);
-  } else {
-    megakernel_entry<MK, kThreads, kStatic><<<blocks, kThreads, 0, stream>>>(p, a);
+cudaError_t CudaLaunch<MK>::launch(const typename MK::ParamsType& p, const LaunchArgs& a, int blocks,
+                                   Schedule schedule, cudaStream_t stream) {
+  switch (schedule) {
+    case kDynamic: megakernel_entry<MK, kThreads, kDynamic><<<blocks, kThreads, 0, stream>>>(p, a); break;
+    case kPerGroup: megakernel_entry<MK, kThreads, kPerGroup><<<blocks, kThreads, 0, stream>>>(p, a); break;
+    default: megakernel_entry<MK, kThreads, kStatic><<<blocks, kThreads, 0, stream>>>(p, a); break;
   }
   return cudaGetLastError();
 }

@@ -14,7 +14,8 @@ struct CudaLaunch {
   static constexpr int kThreads = 128;
   // How many blocks of the kernel fit on one SM at once (co-residency bound of the grid).
   static cudaError_t blocks_per_sm(int* blocks);
-  static cudaError_t launch(const typename MK::ParamsType& p, const LaunchArgs& a, int blocks, bool dynamic,
+  // The megakernel under a schedule other than kKernels.
+  static cudaError_t launch(const typename MK::ParamsType& p, const LaunchArgs& a, int blocks, Schedule schedule,
                             cudaStream_t stream);
   // Kernels mode: one ordinary launch running the tiles of one task group.
   static cudaError_t launch_group(const typename MK::ParamsType& p, const LaunchArgs& a, int group, int blocks,

@@ -40,6 +40,9 @@ class CudaWorker {
     return ref(p).fetch_add(v, cuda::memory_order_relaxed);
   }
   __device__ uint64_t fetch_max(uint64_t* p, uint64_t v) const { return ref(p).fetch_max(v, cuda::memory_order_relaxed); }
+  __device__ bool compare_exchange(uint64_t* p, uint64_t& expected, uint64_t desired) const {
+    return ref(p).compare_exchange_strong(expected, desired, cuda::memory_order_relaxed);
+  }
   __device__ void store_release(uint64_t* p, uint64_t v) const {
     cuda::atomic_thread_fence(cuda::memory_order_release, cuda::thread_scope_device);
     ref(p).store(v, cuda::memory_order_relaxed);

@@ -67,15 +67,17 @@ std::string describe_failure(const ErrorRecord& r) {
   return s;
 }
 
-// After a dynamic launch that did not abort: every task that should have run did. Tasks of
-// range-triggered groups run only where a range released them; every other task must run.
-// `counters` reads an event's counters (host copies for the CUDA backend). Names the first
-// element that never fired when tasks are missing.
+// After a launch that did not abort: every task of the ready queue's groups that should have run
+// did (static tasks cannot be skipped). Tasks of range-triggered groups run only where a range
+// released them; every other task must run. `counters` reads an event's counters (host copies
+// for the CUDA backend). Names the first element that never fired when tasks are missing.
 template <class MK, class ReadCounters>
-Status check_dynamic_completion(const ParamsOf<MK>& p, const SchedulerState& s, ReadCounters&& counters) {
+Status check_dynamic_completion(const ParamsOf<MK>& p, Schedule schedule, const SchedulerState& s,
+                                ReadCounters&& counters) {
+  if (schedule != kDynamic && schedule != kPerGroup) return Status();
   int64_t expected = static_cast<int64_t>(s.range_released);
   for (int g = 0; g < MK::num_groups; ++g) {
-    if (!MK::range_triggered(g)) expected += MK::tiles(p, g);
+    if (runs_dynamic(schedule, MK::dynamic_group(g)) && !MK::range_triggered(g)) expected += MK::tiles(p, g);
   }
   const int64_t finished = static_cast<int64_t>(s.finished);
   if (finished == expected) return Status();
@@ -181,17 +183,16 @@ class CpuMegakernel {
       }
     } else {
       launch([&](CpuWorker& w) {
-        if (o.schedule == kDynamic) {
-          MK::template run<CpuWorker, kDynamic>(w, p, a);
-        } else {
-          MK::template run<CpuWorker, kStatic>(w, p, a);
+        switch (o.schedule) {
+          case kDynamic: return MK::template run<CpuWorker, kDynamic>(w, p, a);
+          case kPerGroup: return MK::template run<CpuWorker, kPerGroup>(w, p, a);
+          default: return MK::template run<CpuWorker, kStatic>(w, p, a);
         }
       });
     }
     trace_ = o.trace ? decode_trace(trace_words, o.workers, f.tasks) : std::vector<TraceEvent>{};
     if (a.state->abort != 0) return Status::error(describe_failure<MK>(a.state->error));
-    if (o.schedule != kDynamic) return Status();
-    return check_dynamic_completion<MK>(p, *a.state, [&](int e) {
+    return check_dynamic_completion<MK>(p, o.schedule, *a.state, [&](int e) {
       return std::vector<uint64_t>(p.counters[e], p.counters[e] + f.elements[e]);
     });
   }

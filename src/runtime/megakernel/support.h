@@ -7,6 +7,7 @@
 //   int thread(), threads(); void sync()   this thread, the block size, a block barrier
 //   T share(T v)                           the leader's v, to every thread of the block
 //   uint64_t load_acquire(p), fetch_add_release(p, v), fetch_max(p, v)
+//   bool compare_exchange(p, expected&, desired)   relaxed; on failure, expected is what p held
 //   void store_release(p, v), store_relaxed(p, v)
 //   uint64_t now_ns(); void pause()        timer and spin back-off
 //   static void touch(const T& v)          load v now (warms the parameter cache before a wait)
@@ -51,10 +52,16 @@ EVT_HD int64_t load_at(const DevBuffer& b, bool wide, I... index) {
 
 // How a generated kernel is being run. kKernels: one launch per task group in topological order,
 // as ordinary kernels; launch boundaries synchronize, so tasks neither wait nor notify.
-enum Schedule : int { kStatic = 0, kDynamic = 1, kKernels = 2 };
+// kPerGroup: one megakernel in which each group runs as its graph says (schedule=static|dynamic).
+enum Schedule : int { kStatic = 0, kDynamic = 1, kKernels = 2, kPerGroup = 3 };
 
-// What a task's wait step decided.
-enum Step : int { kRun = 0, kSkip = 1, kAbort = 2 };
+// Whether a group whose graph says `group_dynamic` runs from the ready queue under schedule s.
+EVT_HD constexpr bool runs_dynamic(Schedule s, bool group_dynamic) {
+  return s == kDynamic || (s == kPerGroup && group_dynamic);
+}
+
+// What a task's wait step decided. kHelp: the wait paused to run a ready dynamic task (Help).
+enum Step : int { kRun = 0, kSkip = 1, kAbort = 2, kHelp = 3 };
 
 enum class ErrorKind : int32_t { kNone = 0, kTimeout = 1, kOverNotified = 2, kQueueTimeout = 3, kBadRange = 4 };
 
@@ -78,6 +85,7 @@ struct SchedulerState {
   alignas(128) uint64_t queue_head;
   alignas(128) uint64_t finished;        // tasks finished (dynamic)
   alignas(128) uint64_t range_released;  // tiles released by range triggers (dynamic)
+  alignas(128) uint64_t static_done;     // workers through their static tasks (per-group)
   alignas(128) ErrorRecord error;
 };
 
@@ -149,12 +157,24 @@ EVT_HD void fail(W& w, const LaunchArgs& a, ErrorKind kind, int group, const int
   r.remaining = remaining;
 }
 
-// Spins until `counter` holds `target` arrivals. Leader only. False when the launch aborted or
-// the wait timed out (which aborts it). The first polls do not pause: a hop measured 40 ns
-// faster so (bench/micro/sync_micro.cu), and one outstanding load per worker does not load L2.
+// Under per-group scheduling, the leader of a static task whose wait spins runs ready tasks of the
+// dynamic groups meanwhile. Without that, every worker could spin in a static wait for a dynamic
+// task that no worker is free to pop.
+struct Help {
+  int64_t sources;      // the queue's source tickets (pop_task)
+  int64_t ticket = -1;  // the ticket taken, when the wait returns kHelp
+};
+
 template <class W>
-EVT_HD bool wait_arrivals(W& w, const LaunchArgs& a, const uint64_t* counter, uint64_t target, int group,
-                          const int64_t* tile, int tile_rank, int event, int64_t element) {
+EVT_HD int64_t try_take_ticket(W& w, const LaunchArgs& a, int64_t sources);
+
+// Spins until `counter` holds `target` arrivals. Leader only. kAbort when the launch aborted or
+// the wait timed out (which aborts it); kHelp when `help` took a ready task first. The first
+// polls do not pause: a hop measured 40 ns faster so (bench/micro/sync_micro.cu), and one
+// outstanding load per worker does not load L2.
+template <class W>
+EVT_HD int wait_arrivals(W& w, const LaunchArgs& a, const uint64_t* counter, uint64_t target, int group,
+                         const int64_t* tile, int tile_rank, int event, int64_t element, Help* help) {
   uint64_t got = target == 0 ? 0 : w.load_acquire(counter);
   uint64_t start = 0;
   uint32_t spins = 0;
@@ -162,11 +182,12 @@ EVT_HD bool wait_arrivals(W& w, const LaunchArgs& a, const uint64_t* counter, ui
     if (start == 0) start = w.now_ns();
     if (spins >= 256) w.pause();
     if ((++spins & 63) == 0) {
-      if (aborted(w, a)) return false;
+      if (aborted(w, a)) return kAbort;
       if (static_cast<int64_t>(w.now_ns() - start) > a.spin_limit_ns) {
         fail(w, a, ErrorKind::kTimeout, group, tile, tile_rank, event, element, static_cast<int64_t>(target - got));
-        return false;
+        return kAbort;
       }
+      if (help && (help->ticket = try_take_ticket(w, a, help->sources)) >= 0) return kHelp;
     }
     got = w.load_acquire(counter);
   }
@@ -174,29 +195,31 @@ EVT_HD bool wait_arrivals(W& w, const LaunchArgs& a, const uint64_t* counter, ui
   if (got > target) {
     fail(w, a, ErrorKind::kOverNotified, group, tile, tile_rank, event, element,
          static_cast<int64_t>(target) - static_cast<int64_t>(got));
-    return false;
+    return kAbort;
   }
-  return true;
+  return kRun;
 }
 
-// A run-time wait count, once its setter stored it (as count + 1: 0 means unset).
+// A run-time wait count, once its setter stored it (as count + 1: 0 means unset). Steps as
+// wait_arrivals.
 template <class W>
-EVT_HD bool wait_runtime_target(W& w, const LaunchArgs& a, const uint64_t* target, uint64_t* count, int group,
-                                const int64_t* tile, int tile_rank, int event, int64_t element) {
+EVT_HD int wait_runtime_target(W& w, const LaunchArgs& a, const uint64_t* target, uint64_t* count, int group,
+                               const int64_t* tile, int tile_rank, int event, int64_t element, Help* help) {
   const uint64_t start = w.now_ns();
   uint32_t spins = 0;
   uint64_t v;
   while ((v = w.load_acquire(target)) == 0) {
     w.pause();
     if ((++spins & 63) != 0) continue;
-    if (aborted(w, a)) return false;
+    if (aborted(w, a)) return kAbort;
     if (static_cast<int64_t>(w.now_ns() - start) > a.spin_limit_ns) {
       fail(w, a, ErrorKind::kTimeout, group, tile, tile_rank, event, element, -1);
-      return false;
+      return kAbort;
     }
+    if (help && (help->ticket = try_take_ticket(w, a, help->sources)) >= 0) return kHelp;
   }
   *count = v - 1;
-  return true;
+  return kRun;
 }
 
 // --- the dynamic scheduler's ready queue: tickets over [source tasks..., pushed tasks...]
@@ -216,12 +239,21 @@ EVT_HD void push_task(W& w, const LaunchArgs& a, int64_t task) {
   push_tasks(w, a, 1, [task](int64_t) { return task; });
 }
 
-// The next task for this worker, or -1 when the launch is over (or aborted). Leader only.
-// Tickets below `sources` stand for the source tasks (those awaiting nothing), which need no
-// push: `source_task(ticket)` names them.
+// A ticket whose task is ready or being pushed, or -1 when none is: never waits.
+template <class W>
+EVT_HD int64_t try_take_ticket(W& w, const LaunchArgs& a, int64_t sources) {
+  uint64_t head = w.load_acquire(&a.state->queue_head);
+  const uint64_t limit = static_cast<uint64_t>(sources) + w.load_acquire(&a.state->queue_tail);
+  while (head < limit) {
+    if (w.compare_exchange(&a.state->queue_head, head, head + 1)) return static_cast<int64_t>(head);
+  }
+  return -1;
+}
+
+// The task of a ticket once it is pushed, or -1 when the launch ends first.
 template <class W, class SourceTask>
-EVT_HD int64_t pop_task(W& w, const LaunchArgs& a, int64_t sources, SourceTask&& source_task) {
-  const int64_t ticket = static_cast<int64_t>(arrive(w, &a.state->queue_head)) - 1;
+EVT_HD int64_t ticket_task(W& w, const LaunchArgs& a, int64_t sources, int64_t static_workers, int64_t ticket,
+                           SourceTask&& source_task) {
   if (ticket < sources) return source_task(ticket);
   // Tickets past the last slot (workers outnumber the tasks left) only wait for the end.
   const uint64_t* slot = ticket - sources < a.queue_capacity ? &a.queue_slots[ticket - sources] : nullptr;
@@ -236,7 +268,10 @@ EVT_HD int64_t pop_task(W& w, const LaunchArgs& a, int64_t sources, SourceTask&&
     // Polled only now and then: these counters are shared by every idle worker.
     const uint64_t finished = w.load_acquire(&a.state->finished);
     const uint64_t pushed = w.load_acquire(&a.state->queue_tail);
-    if (finished == static_cast<uint64_t>(sources) + pushed) return -1;
+    if (finished == static_cast<uint64_t>(sources) + pushed &&
+        w.load_acquire(&a.state->static_done) >= static_cast<uint64_t>(static_workers)) {
+      return -1;
+    }
     if ((spins & 63) != 0) continue;
     if (aborted(w, a)) return -1;
     if (static_cast<int64_t>(w.now_ns() - start) > a.spin_limit_ns) {
@@ -244,6 +279,16 @@ EVT_HD int64_t pop_task(W& w, const LaunchArgs& a, int64_t sources, SourceTask&&
       return -1;
     }
   }
+}
+
+// The next task for this worker, or -1 when the launch is over (or aborted). Leader only.
+// Tickets below `sources` stand for the source tasks (those awaiting nothing), which need no
+// push: `source_task(ticket)` names them. The launch is over once every source and pushed task
+// finished and `static_workers` workers are through their static tasks (which may push more).
+template <class W, class SourceTask>
+EVT_HD int64_t pop_task(W& w, const LaunchArgs& a, int64_t sources, int64_t static_workers, SourceTask&& source_task) {
+  return ticket_task(w, a, sources, static_workers, static_cast<int64_t>(arrive(w, &a.state->queue_head)) - 1,
+                     source_task);
 }
 
 }  // namespace evt::mk

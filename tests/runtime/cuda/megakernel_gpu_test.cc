@@ -85,8 +85,8 @@ TEST_P(Moe, MatchesExecutor) {
   check_against_executor<generated::moe_routed::Megakernel>(testing::example_path("moe_routed.evt"), GetParam().schedule, 2,
                                                             GetParam().cuda_graph);
 }
-const auto kModes = ::testing::Values(Mode{mk::kStatic, false}, Mode{mk::kDynamic, false}, Mode{mk::kKernels, false},
-                                      Mode{mk::kKernels, true});
+const auto kModes = ::testing::Values(Mode{mk::kStatic, false}, Mode{mk::kDynamic, false}, Mode{mk::kPerGroup, false},
+                                      Mode{mk::kKernels, false}, Mode{mk::kKernels, true});
 INSTANTIATE_TEST_SUITE_P(MegakernelGpu, SplitK, kModes);
 INSTANTIATE_TEST_SUITE_P(MegakernelGpu, Moe, kModes);
 class StagedAdd : public ::testing::TestWithParam<Mode> {};
