@@ -949,14 +949,6 @@ EVT_HD inline bool run_task(W& w, const Params& p, const mk::LaunchArgs& a, int 
   int64_t t[4] = {};
   unravel(p, group, linear, t);
   const GroupRef r = group_ref(group);
-  // Parameter-space loads go through a small per-SM constant cache, where a miss costs an L2
-  // round trip: touching the task's entries now moves those misses before the wait.
-  for (int e : r.event) {
-    if (e >= 0) W::touch(p.counters[e]);
-  }
-  for (int b : r.buffer) {
-    if (b >= 0) W::touch(p.buffers[b].data);
-  }
   uint64_t start = 0, waited = 0;
   while (true) {
     // The prologue's loads overlap the wait; share() below is the barrier before the body.

@@ -51,9 +51,6 @@ class CpuWorker {
   // Workers may outnumber cores: yield so the thread being waited for runs.
   void pause() const { std::this_thread::yield(); }
 
-  template <typename T>
-  static void touch(const T&) {}
-
   // The tile-body block interface (tile_body.h): one thread.
   int thread() const { return 0; }
   int threads() const { return 1; }

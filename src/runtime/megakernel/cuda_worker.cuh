@@ -56,17 +56,6 @@ class CudaWorker {
   // A short sleep between polls: many blocks polling one counter slow down its writers.
   __device__ void pause() const { __nanosleep(32); }
 
-  // Loads the value into a register now: a parameter-space entry touched before a wait is a
-  // constant-cache hit after it.
-  template <typename T>
-  __device__ static void touch(const T& v) {
-    if constexpr (sizeof(T) == 8) {
-      asm volatile("" ::"l"(reinterpret_cast<const uint64_t&>(v)));
-    } else {
-      asm volatile("" ::"r"(static_cast<uint32_t>(v)));
-    }
-  }
-
   // The tile-body block interface (tile_body.h).
   __device__ int thread() const { return static_cast<int>(threadIdx.x); }
   __device__ int threads() const { return static_cast<int>(blockDim.x); }

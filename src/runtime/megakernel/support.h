@@ -10,7 +10,6 @@
 //   bool compare_exchange(p, expected&, desired)   relaxed; on failure, expected is what p held
 //   void store_release(p, v), store_relaxed(p, v)
 //   uint64_t now_ns(); void pause()        timer and spin back-off
-//   static void touch(const T& v)          load v now (warms the parameter cache before a wait)
 //
 // Counters need no reset pass: the scheduler's memory is two arenas, and a launch uses one while
 // it zeroes the other for the next launch. Nothing touches the other arena during the launch, so
@@ -169,9 +168,9 @@ template <class W>
 EVT_HD int64_t try_take_ticket(W& w, const LaunchArgs& a, int64_t sources);
 
 // Spins until `counter` holds `target` arrivals. Leader only. kAbort when the launch aborted or
-// the wait timed out (which aborts it); kHelp when `help` took a ready task first. The first
-// polls do not pause: a hop measured 40 ns faster so (bench/micro/sync_micro.cu), and one
-// outstanding load per worker does not load L2.
+// the wait timed out (which aborts it); kHelp when `help` took a ready task first. Polls pause:
+// without the pause the two-SM hop of bench/micro/sync_micro.cu was 40 ns faster, but a step of
+// chain100 at T=132 (132 SMs polling one counter) 400 ns slower.
 template <class W>
 EVT_HD int wait_arrivals(W& w, const LaunchArgs& a, const uint64_t* counter, uint64_t target, int group,
                          const int64_t* tile, int tile_rank, int event, int64_t element, Help* help) {
@@ -180,7 +179,7 @@ EVT_HD int wait_arrivals(W& w, const LaunchArgs& a, const uint64_t* counter, uin
   uint32_t spins = 0;
   while (got < target) {
     if (start == 0) start = w.now_ns();
-    if (spins >= 256) w.pause();
+    w.pause();
     if ((++spins & 63) == 0) {
       if (aborted(w, a)) return kAbort;
       if (static_cast<int64_t>(w.now_ns() - start) > a.spin_limit_ns) {
