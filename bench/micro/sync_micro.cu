@@ -6,9 +6,11 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <vector>
 
 namespace {
 
@@ -130,24 +132,18 @@ float median_ms(Launch&& launch, uint64_t* words, size_t bytes, int reps = 21) {
   cudaEvent_t a, b;
   CHECK(cudaEventCreate(&a));
   CHECK(cudaEventCreate(&b));
-  float times[64];
-  for (int r = 0; r < reps; ++r) {
+  std::vector<float> times(reps);
+  for (float& t : times) {
     CHECK(cudaMemset(words, 0, bytes));
     CHECK(cudaEventRecord(a));
     launch();
     CHECK(cudaEventRecord(b));
     CHECK(cudaEventSynchronize(b));
-    CHECK(cudaEventElapsedTime(&times[r], a, b));
+    CHECK(cudaEventElapsedTime(&t, a, b));
   }
-  for (int i = 0; i < reps; ++i)
-    for (int j = i + 1; j < reps; ++j)
-      if (times[j] < times[i]) {
-        float t = times[i];
-        times[i] = times[j];
-        times[j] = t;
-      }
   cudaEventDestroy(a);
   cudaEventDestroy(b);
+  std::nth_element(times.begin(), times.begin() + reps / 2, times.end());
   return times[reps / 2];
 }
 

@@ -233,8 +233,6 @@ std::vector<std::string> Emitter::emit_element_coords(const ir::Event& ev, const
   return names;
 }
 
-
-
 // --- checks ---------------------------------------------------------------------------------
 
 Status Emitter::check_supported() {
@@ -943,6 +941,9 @@ void Emitter::emit_dispatch_and_loops() {
 // already recorded the error. False when the launch aborted.
 // kHelps (per-group scheduling, static tasks): while the wait spins, the block runs ready tasks
 // of the dynamic groups, then reloads this task's prologue, which they may have overwritten.
+template <class W, mk::Schedule kS>
+EVT_HD inline bool run_queued(W& w, const Params& p, const mk::LaunchArgs& a, int64_t task, bool& healthy);
+
 template <class W, mk::Schedule kS, bool kHelps = false>
 EVT_HD inline bool run_task(W& w, const Params& p, const mk::LaunchArgs& a, int group, int64_t linear, bool& healthy,
                             int64_t sources = 0) {
@@ -971,13 +972,7 @@ EVT_HD inline bool run_task(W& w, const Params& p, const mk::LaunchArgs& a, int 
         task = mk::ticket_task(w, a, sources, w.count(), ~step, [&](int64_t k) { return source_task<kS>(p, k); });
       }
       task = w.share(task);
-      if (task < 0) return false;
-      int g;
-      int64_t l;
-      task_group(p, task, g, l);
-      const bool ok = run_task<W, kS>(w, p, a, g, l, healthy);
-      if (w.leader()) mk::arrive(w, &a.state->finished);
-      if (!ok) return false;
+      if (task < 0 || !run_queued<W, kS>(w, p, a, task, healthy)) return false;
     }
   }
   body<W, kS>(w, p, a, r, t);
@@ -987,6 +982,17 @@ EVT_HD inline bool run_task(W& w, const Params& p, const mk::LaunchArgs& a, int 
     if (a.trace) mk::trace_task(w, a, group, linear, start, waited);  // one branch when tracing is off
   }
   return true;
+}
+
+// Runs a task taken from the ready queue and counts it finished, after the pushes it made.
+template <class W, mk::Schedule kS>
+EVT_HD inline bool run_queued(W& w, const Params& p, const mk::LaunchArgs& a, int64_t task, bool& healthy) {
+  int group;
+  int64_t linear;
+  task_group(p, task, group, linear);
+  const bool ok = run_task<W, kS>(w, p, a, group, linear, healthy);
+  if (w.leader()) mk::arrive(w, &a.state->finished);
+  return ok;
 }
 
 // The megakernel's worker loop. Static groups: this worker's positions of the static order, in
@@ -1017,13 +1023,7 @@ EVT_HD inline void run_megakernel(W& w, const Params& p, const mk::LaunchArgs& a
       task = mk::pop_task(w, a, sources, static_workers, [&](int64_t ticket) { return source_task<kS>(p, ticket); });
     }
     task = w.share(task);
-    if (task < 0) return;
-    int group;
-    int64_t linear;
-    task_group(p, task, group, linear);
-    const bool ok = run_task<W, kS>(w, p, a, group, linear, healthy);
-    if (w.leader()) mk::arrive(w, &a.state->finished);  // after this task's pushes
-    if (!ok) return;
+    if (task < 0 || !run_queued<W, kS>(w, p, a, task, healthy)) return;
   }
 }
 

@@ -167,29 +167,38 @@ struct Help {
 template <class W>
 EVT_HD int64_t try_take_ticket(W& w, const LaunchArgs& a, int64_t sources);
 
-// Spins until `counter` holds `target` arrivals. Leader only. kAbort when the launch aborted or
-// the wait timed out (which aborts it); kHelp when `help` took a ready task first. Polls pause:
-// without the pause the two-SM hop of bench/micro/sync_micro.cu was 40 ns faster, but a step of
-// chain100 at T=132 (132 SMs polling one counter) 400 ns slower.
+// Polls until `ready()` holds. Leader only. kAbort when the launch aborted or the wait timed out
+// (`timed_out()` records which wait); kHelp when `help` took a ready task first. Polls pause:
+// without the pause a hop between two SMs measured 40 ns faster in bench/micro/sync_micro.cu,
+// but hops100 in the megakernel measured no faster.
+template <class W, class Ready, class TimedOut>
+EVT_HD int spin_until(W& w, const LaunchArgs& a, Help* help, Ready&& ready, TimedOut&& timed_out) {
+  uint64_t start = 0;
+  uint32_t spins = 0;
+  while (!ready()) {
+    if (start == 0) start = w.now_ns();
+    w.pause();
+    if ((++spins & 63) != 0) continue;
+    if (aborted(w, a)) return kAbort;
+    if (static_cast<int64_t>(w.now_ns() - start) > a.spin_limit_ns) {
+      timed_out();
+      return kAbort;
+    }
+    if (help && (help->ticket = try_take_ticket(w, a, help->sources)) >= 0) return kHelp;
+  }
+  return kRun;
+}
+
+// Spins until `counter` holds `target` arrivals (a Step, as spin_until).
 template <class W>
 EVT_HD int wait_arrivals(W& w, const LaunchArgs& a, const uint64_t* counter, uint64_t target, int group,
                          const int64_t* tile, int tile_rank, int event, int64_t element, Help* help) {
-  uint64_t got = target == 0 ? 0 : w.load_acquire(counter);
-  uint64_t start = 0;
-  uint32_t spins = 0;
-  while (got < target) {
-    if (start == 0) start = w.now_ns();
-    w.pause();
-    if ((++spins & 63) == 0) {
-      if (aborted(w, a)) return kAbort;
-      if (static_cast<int64_t>(w.now_ns() - start) > a.spin_limit_ns) {
-        fail(w, a, ErrorKind::kTimeout, group, tile, tile_rank, event, element, static_cast<int64_t>(target - got));
-        return kAbort;
-      }
-      if (help && (help->ticket = try_take_ticket(w, a, help->sources)) >= 0) return kHelp;
-    }
-    got = w.load_acquire(counter);
-  }
+  if (target == 0) return kRun;
+  uint64_t got = 0;
+  const int step = spin_until(w, a, help, [&] { return (got = w.load_acquire(counter)) >= target; }, [&] {
+    fail(w, a, ErrorKind::kTimeout, group, tile, tile_rank, event, element, static_cast<int64_t>(target - got));
+  });
+  if (step != kRun) return step;
   // Static notifiers do not read the counter back, so the waiter catches a count set too low.
   if (got > target) {
     fail(w, a, ErrorKind::kOverNotified, group, tile, tile_rank, event, element,
@@ -199,26 +208,16 @@ EVT_HD int wait_arrivals(W& w, const LaunchArgs& a, const uint64_t* counter, uin
   return kRun;
 }
 
-// A run-time wait count, once its setter stored it (as count + 1: 0 means unset). Steps as
-// wait_arrivals.
+// A run-time wait count, once its setter stored it (as count + 1: 0 means unset). A Step, as
+// spin_until.
 template <class W>
 EVT_HD int wait_runtime_target(W& w, const LaunchArgs& a, const uint64_t* target, uint64_t* count, int group,
                                const int64_t* tile, int tile_rank, int event, int64_t element, Help* help) {
-  const uint64_t start = w.now_ns();
-  uint32_t spins = 0;
-  uint64_t v;
-  while ((v = w.load_acquire(target)) == 0) {
-    w.pause();
-    if ((++spins & 63) != 0) continue;
-    if (aborted(w, a)) return kAbort;
-    if (static_cast<int64_t>(w.now_ns() - start) > a.spin_limit_ns) {
-      fail(w, a, ErrorKind::kTimeout, group, tile, tile_rank, event, element, -1);
-      return kAbort;
-    }
-    if (help && (help->ticket = try_take_ticket(w, a, help->sources)) >= 0) return kHelp;
-  }
-  *count = v - 1;
-  return kRun;
+  uint64_t v = 0;
+  const int step = spin_until(w, a, help, [&] { return (v = w.load_acquire(target)) != 0; },
+                              [&] { fail(w, a, ErrorKind::kTimeout, group, tile, tile_rank, event, element, -1); });
+  if (step == kRun) *count = v - 1;
+  return step;
 }
 
 // --- the dynamic scheduler's ready queue: tickets over [source tasks..., pushed tasks...]
