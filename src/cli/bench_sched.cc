@@ -49,12 +49,15 @@ double median(std::vector<double> v) {
 struct Mode {
   const char* name;
   mk::Schedule schedule;
-  bool cuda_graph;
+  bool cuda_graph = false;
+  bool early_push = false;
 };
-constexpr Mode kMegakernelStatic{"megakernel static", mk::kStatic, false};
-constexpr Mode kMegakernelDynamic{"megakernel dynamic", mk::kDynamic, false};
-constexpr Mode kKernels{"kernels", mk::kKernels, false};
+constexpr Mode kMegakernelStatic{"megakernel static", mk::kStatic};
+constexpr Mode kMegakernelDynamic{"megakernel dynamic", mk::kDynamic};
+constexpr Mode kMegakernelEarly{"megakernel early", mk::kDynamic, false, true};  // dynamic, early push
+constexpr Mode kKernels{"kernels", mk::kKernels};
 constexpr Mode kGraphs{"cuda graph", mk::kKernels, true};
+constexpr Mode kAllModes[] = {kMegakernelStatic, kMegakernelDynamic, kMegakernelEarly, kKernels, kGraphs};
 
 struct Row {
   std::string graph;
@@ -102,7 +105,7 @@ Expected<Row> measure(const std::string& graph, std::span<const int64_t> dims, c
   Workspace<MK> ws;
   EVT_ASSIGN_OR_RETURN(auto params, ws.prepare(dims));
   const typename mk::CudaMegakernel<MK>::Options options{
-      .schedule = mode.schedule, .cuda_graph = mode.cuda_graph, .stream = stream};
+      .schedule = mode.schedule, .early_push = mode.early_push, .cuda_graph = mode.cuda_graph, .stream = stream};
   double capture_ms = 0;
   for (int w = 0; w < 3; ++w) {  // warm-up; the first graph run captures
     EVT_RETURN_IF_ERROR(kernel->enqueue(params, options));
@@ -185,13 +188,13 @@ Status run_bench(const BenchOptions& o) {
   // tile per step and one tile per SM per step.
   using Hops = generated::hops100::Megakernel;
   const int64_t one[] = {1};
-  for (const Mode& m : {kMegakernelStatic, kMegakernelDynamic, kKernels, kGraphs}) {
+  for (const Mode& m : kAllModes) {
     EVT_RETURN_IF_ERROR(add(measure<Hops>("hops100", one, "T=1", m, o.reps, stream, o.trace), "ns per hop", 100));
   }
   using Chain = generated::chain100::Megakernel;
   for (int64_t t : {int64_t{1}, int64_t{prop.multiProcessorCount}}) {
     const int64_t td[] = {t};
-    for (const Mode& m : {kMegakernelStatic, kMegakernelDynamic, kKernels, kGraphs}) {
+    for (const Mode& m : kAllModes) {
       EVT_RETURN_IF_ERROR(add(measure<Chain>("chain100", td, fmt::format("T={}", t), m, o.reps, stream, o.trace),
                               "ns per step", 100));
     }
@@ -199,7 +202,7 @@ Status run_bench(const BenchOptions& o) {
   // (c) two independent branches of 20 steps, 8 tiles each.
   using Branches = generated::branches::Megakernel;
   const int64_t bd[] = {8};
-  for (const Mode& m : {kMegakernelStatic, kMegakernelDynamic, kKernels, kGraphs}) {
+  for (const Mode& m : kAllModes) {
     EVT_RETURN_IF_ERROR(add(measure<Branches>("branches", bd, "T=8", m, o.reps, stream, o.trace), "ns per step", 40));
   }
   cudaStreamDestroy(stream);

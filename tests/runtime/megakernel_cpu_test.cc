@@ -21,15 +21,26 @@
 namespace evt {
 namespace {
 
+// How a megakernel is run: its schedule, and for dynamic ones whether consumers are pushed early.
+struct Mode {
+  mk::Schedule schedule;
+  bool early_push = false;
+};
+std::ostream& operator<<(std::ostream& os, const Mode& m) {
+  return os << "schedule " << m.schedule << (m.early_push ? " early push" : "");
+}
+const auto kModes = ::testing::Values(Mode{mk::kStatic}, Mode{mk::kDynamic}, Mode{mk::kDynamic, true}, Mode{mk::kKernels},
+                                      Mode{mk::kPerGroup}, Mode{mk::kPerGroup, true});
+
 // Runs `graph` through the CPU executor and through megakernel MK for each B, in `order`.
 template <class MK>
-void check_against_executor(const std::string& example, const std::vector<int64_t>& order, mk::Schedule schedule,
+void check_against_executor(const std::string& example, const std::vector<int64_t>& order, Mode mode,
                             const std::string& dim = "B") {
   const ir::Graph g = testing::compiled_graph(example, {{dim, 17}});
   mk::CpuMegakernel<MK> kernel;
   for (size_t k = 0; k < order.size(); ++k) {
     const int64_t b = order[k];
-    SCOPED_TRACE(::testing::Message() << example << " B=" << b << " schedule " << schedule);
+    SCOPED_TRACE(::testing::Message() << example << " B=" << b << " " << mode);
     auto tg = ir::instantiate(g, {{dim, b}});
     ASSERT_TRUE(tg.ok()) << tg.status().message();
     auto expected = testing::seeded_store(*tg, b);
@@ -42,37 +53,38 @@ void check_against_executor(const std::string& example, const std::vector<int64_
     const int64_t dims[] = {b};
     auto params = mk::make_params<MK>(dims, buffers);
     ASSERT_TRUE(params.ok()) << params.status().message();
-    Status run = kernel.run(*params, {.workers = 1 + static_cast<int>(k % 4), .schedule = schedule});
+    Status run = kernel.run(*params, {.workers = 1 + static_cast<int>(k % 4), .schedule = mode.schedule,
+                                      .early_push = mode.early_push});
     ASSERT_TRUE(run.ok()) << run.message();
     Status same = store->compare_outputs(*expected);
     ASSERT_TRUE(same.ok()) << same.message();
   }
 }
 
-class SplitK : public ::testing::TestWithParam<mk::Schedule> {};
+class SplitK : public ::testing::TestWithParam<Mode> {};
 TEST_P(SplitK, MatchesExecutor) {
   check_against_executor<generated::splitk::Megakernel>(testing::example_path("splitk.evt"),
-                                                        testing::shuffled_bindings(GetParam() + 1), GetParam());
+                                                        testing::shuffled_bindings(GetParam().schedule + 1), GetParam());
 }
-INSTANTIATE_TEST_SUITE_P(MegakernelCpu, SplitK, ::testing::Values(mk::kStatic, mk::kDynamic, mk::kKernels, mk::kPerGroup));
+INSTANTIATE_TEST_SUITE_P(MegakernelCpu, SplitK, kModes);
 
 // Per-group: the expert group runs from the ready queue, the rest in static order. The first
 // binding runs on one worker, so combine's static wait must run the expert tasks itself (Help).
-class Moe : public ::testing::TestWithParam<mk::Schedule> {};
+class Moe : public ::testing::TestWithParam<Mode> {};
 TEST_P(Moe, MatchesExecutor) {
-  check_against_executor<generated::moe_routed::Megakernel>(testing::example_path("moe_routed.evt"), testing::shuffled_bindings(GetParam() + 7),
-                                                            GetParam());
+  check_against_executor<generated::moe_routed::Megakernel>(testing::example_path("moe_routed.evt"),
+                                                            testing::shuffled_bindings(GetParam().schedule + 7), GetParam());
 }
-INSTANTIATE_TEST_SUITE_P(MegakernelCpu, Moe, ::testing::Values(mk::kStatic, mk::kDynamic, mk::kKernels, mk::kPerGroup));
+INSTANTIATE_TEST_SUITE_P(MegakernelCpu, Moe, kModes);
 
 // The prefetch prologue: each add tile stages its weight row before waiting; skipping the
 // prologue, or running it after the body, leaves poison in the result.
-class StagedAdd : public ::testing::TestWithParam<mk::Schedule> {};
+class StagedAdd : public ::testing::TestWithParam<Mode> {};
 TEST_P(StagedAdd, PrologueRunsForEveryTask) {
   check_against_executor<generated::staged_add::Megakernel>(testing::test_graph_path("staged_add.evt"),
                                                             testing::shuffled_bindings(11), GetParam(), "T");
 }
-INSTANTIATE_TEST_SUITE_P(MegakernelCpu, StagedAdd, ::testing::Values(mk::kStatic, mk::kDynamic, mk::kKernels, mk::kPerGroup));
+INSTANTIATE_TEST_SUITE_P(MegakernelCpu, StagedAdd, kModes);
 
 // Bound spins: a wrong count (verifier bypassed at codegen) stops the launch with a record.
 Status run_wrong_count(mk::CpuMegakernel<generated::splitk_wrong_count::Megakernel>& kernel, int64_t b,

@@ -325,6 +325,17 @@ void Emitter::emit_prelude() {
   std::string runtime;
   for (const auto& e : g_.events) runtime += e.wait.kind == ir::WaitCount::Kind::kRuntime ? "true, " : "false, ";
   line(fmt::format("inline constexpr bool kRuntimeCount[] = {{{}}};", runtime.empty() ? "false" : runtime));
+  // Early push needs a count known before the producers run: no run-time count, and no producer
+  // whose notified element is read from an index buffer.
+  std::string early;
+  for (const auto& e : g_.events) {
+    bool ok = e.wait.kind != ir::WaitCount::Kind::kRuntime;
+    for (const auto& group : g_.groups) {
+      for (const auto& out : group.out_edges) ok = ok && (out.event != e.name || out.map.is_data_independent());
+    }
+    early += ok ? "true, " : "false, ";
+  }
+  line(fmt::format("inline constexpr bool kEarlyPushable[] = {{{}}};", early.empty() ? "false" : early));
   std::string triggered;
   for (const auto& group : g_.groups) {
     const bool any = std::any_of(group.in_edges.begin(), group.in_edges.end(), [](const ir::Edge& e) {
@@ -341,6 +352,7 @@ void Emitter::emit_prelude() {
   line(fmt::format("uint64_t* counters[{}];  // per event: arrivals per element, this launch", std::max<size_t>(1, g_.events.size())));
   line(fmt::format("uint64_t* targets[{}];   // per run-time-count event: count + 1 once set; else null", std::max<size_t>(1, g_.events.size())));
   line(fmt::format("uint64_t wait_count[{}];  // per event with a closed-form count, for this binding", std::max<size_t>(1, g_.events.size())));
+  line(fmt::format("uint64_t* started[{}];   // early push: producers started per element; null when off", std::max<size_t>(1, g_.events.size())));
   close("};");
   line("");
   line("// What one group's code refers to: class code reads its events and buffers from here.");
@@ -644,13 +656,16 @@ Status Emitter::emit_fires() {
   line("// An element reached its count: release the tasks awaiting it that the ready queue runs.");
   for (size_t e = 0; e < g_.events.size(); ++e) {
     line("template <class W, mk::Schedule kS>");
-    open(fmt::format("EVT_HD inline void fire_{}(W& w, const Params& p, const mk::LaunchArgs& a, int64_t x) {{", e));
-    line("(void)w; (void)p; (void)a; (void)x;");
+    open(fmt::format("EVT_HD inline void fire_{}(W& w, const Params& p, const mk::LaunchArgs& a, int64_t x, bool plain, "
+                     "bool ranges) {{",
+                     e));
+    line("(void)w; (void)p; (void)a; (void)x; (void)plain; (void)ranges;");
     for (size_t c = 0; c < g_.groups.size(); ++c) {
       for (const auto& in : g_.groups[c].in_edges) {
         if (in.event != g_.events[e].name) continue;
         line(fmt::format("// consumer {}, in-edge {}", g_.groups[c].name, in.map.str()));
-        open(fmt::format("if constexpr (mk::runs_dynamic(kS, {})) {{", dynamic_flag(c)));
+        const bool range = in.map.kind == ir::EdgeMap::Kind::kRangeTrigger;
+        open(fmt::format("if (mk::runs_dynamic(kS, {}) && {}) {{", dynamic_flag(c), range ? "ranges" : "plain"));
         const std::string before = out_;
         const int depth = indent_;
         Status s = emit_inverse(static_cast<int>(c), in, "x");
@@ -674,11 +689,14 @@ Status Emitter::emit_fires() {
 }
 
 void Emitter::emit_events() {
-  line("// Dispatch of a fired element to its event's consumers (dynamic scheduling).");
+  line("// Dispatch of a fired element to its event's consumers (dynamic scheduling): the plain ones,");
+  line("// the range-triggered ones, or both.");
   line("template <class W, mk::Schedule kS>");
-  open("EVT_HD inline void fire(W& w, const Params& p, const mk::LaunchArgs& a, int event, int64_t x) {");
+  open("EVT_HD inline void fire(W& w, const Params& p, const mk::LaunchArgs& a, int event, int64_t x, bool plain, bool ranges) {");
   open("switch (event) {");
-  for (size_t e = 0; e < g_.events.size(); ++e) line(fmt::format("case {0}: fire_{0}<W, kS>(w, p, a, x); return;", e));
+  for (size_t e = 0; e < g_.events.size(); ++e) {
+    line(fmt::format("case {0}: fire_{0}<W, kS>(w, p, a, x, plain, ranges); return;", e));
+  }
   line("default: return;");
   close();
   close();
@@ -718,9 +736,17 @@ EVT_HD inline bool notify_event(W& w, const Params& p, const mk::LaunchArgs& a, 
                static_cast<int64_t>(target) - static_cast<int64_t>(got));
       return false;
     }
-    if (got == target) fire<W, kS>(w, p, a, e, x);
+    // Under early push the plain consumers were pushed when the last producer started.
+    if (got == target) fire<W, kS>(w, p, a, e, x, p.started[e] == nullptr, true);
     return true;
   }
+}
+// Early push (leader, dynamic schedules): once every producer of the element has started, its
+// plain consumers are pushed, so they are popped while the producers still run and their own
+// wait covers the rest. No deadlock: the tasks they wait for are all running.
+template <class W, mk::Schedule kS>
+EVT_HD inline void start_event(W& w, const Params& p, const mk::LaunchArgs& a, int e, int64_t x) {
+  if (mk::arrive(w, p.started[e] + x) == p.wait_count[e]) fire<W, kS>(w, p, a, e, x, true, false);
 }
 // A run-time wait count, set by a tile body.
 template <class W, mk::Schedule kS>
@@ -731,7 +757,7 @@ EVT_HD inline void set_count(W& w, const Params& p, const mk::LaunchArgs& a, int
   }
   w.store_release(p.targets[e] + x, static_cast<uint64_t>(count) + 1);
   if (kS == mk::kDynamic || kS == mk::kPerGroup) {
-    if (count == 0) fire<W, kS>(w, p, a, e, x);
+    if (count == 0) fire<W, kS>(w, p, a, e, x, true, true);
   }
 }
 )CODE");
@@ -898,6 +924,21 @@ void Emitter::emit_group_code(size_t gi) {
   close();
   line("return true;");
   close();
+
+  // Push early (leader, after the wait): the consumers of the elements it will notify.
+  line("template <class W, mk::Schedule kS>");
+  open("EVT_HD inline void push_early_class_@K@(W& w, const Params& p, const mk::LaunchArgs& a, const GroupRef& r, "
+       "const int64_t* t) {");
+  line("(void)w; (void)p; (void)a; (void)r; (void)t;");
+  for (const auto& out : group.out_edges) {
+    if (!out.map.is_data_independent()) continue;
+    const std::string e = event_ref(g_.event_index(out.event));
+    edge_comment("out-edge", out);
+    open(fmt::format("if (p.started[{}]) {{", e));
+    emit_edge_elements(out, static_cast<int>(gi), fmt::format("start_event<W, kS>(w, p, a, {}, x);", e), "");
+    close();
+  }
+  close();
   line("");
 }
 
@@ -934,6 +975,7 @@ void Emitter::emit_dispatch_and_loops() {
   dispatch("void", "prologue", ", const int64_t* t", ", t", "");
   dispatch("void", "body", ", const int64_t* t", ", t", "");
   dispatch("bool", "notify", ", const int64_t* t", ", t", "false");
+  dispatch("void", "push_early", ", const int64_t* t", ", t", "");
   line("");
   line(R"CODE(// Runs one task on the whole block: the leader waits, every thread runs the body, the leader
 // notifies. Two block barriers per task: one shares the wait's outcome, one ends the body. A
@@ -974,6 +1016,9 @@ EVT_HD inline bool run_task(W& w, const Params& p, const mk::LaunchArgs& a, int 
       task = w.share(task);
       if (task < 0 || !run_queued<W, kS>(w, p, a, task, healthy)) return false;
     }
+  }
+  if constexpr (kS == mk::kDynamic || kS == mk::kPerGroup) {
+    if (w.leader()) push_early<W, kS>(w, p, a, r, t);  // the other threads begin the body meanwhile
   }
   body<W, kS>(w, p, a, r, t);
   w.sync();
@@ -1048,6 +1093,7 @@ struct Megakernel {
   static const char* event_name(int e) { return kEventNames[e]; }
   static const char* dim_name(int d) { return kDimNames[d]; }
   static bool runtime_count(int e) { return kRuntimeCount[e]; }
+  static bool early_pushable(int e) { return kEarlyPushable[e]; }
   static void shapes(Params& p) { set_shapes(p); }
   static int64_t elements(const Params& p, int e) { return event_elements(p, e); }
   static int64_t tasks(const Params& p) { return total_tasks(p); }

@@ -6,6 +6,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <memory>
@@ -58,9 +59,16 @@ class CudaMegakernel {
  public:
   struct Options {
     Schedule schedule = kStatic;
+    // Dynamic schedules: push consumers once their producers start rather than finish.
+    bool early_push = false;
     // Kernels mode only: replay the launch sequence from a CUDA graph captured once per set of
     // parameters (the vLLM/SGLang approach), instead of launching each kernel.
     bool cuda_graph = false;
+    // With cuda_graph: dim `bucket_dim` is rounded up to the smallest of `buckets` (ascending)
+    // and one graph is captured per bucket, as vLLM and SGLang pad batches. The buffers must
+    // hold the largest bucket; the padding rows compute on whatever they hold.
+    int bucket_dim = -1;
+    std::vector<int64_t> buckets;
     int blocks = 0;  // megakernel grid; 0: one block per SM
     int64_t spin_limit_ns = 1'000'000'000;
     cudaStream_t stream = nullptr;
@@ -82,8 +90,10 @@ class CudaMegakernel {
 
   int sms() const { return sms_; }
   int max_coresident_blocks() const { return sms_ * blocks_per_sm_; }
-  // Milliseconds the last CUDA-graph capture and instantiation took (0 if it was cached).
+  // Milliseconds the last CUDA-graph capture and instantiation took (0 if it was cached), and the
+  // graphs captured so far.
   double last_capture_ms() const { return last_capture_ms_; }
+  size_t captured_graphs() const { return graphs_.size(); }
   // The tasks of the last launch run with Options::trace.
   const std::vector<TraceEvent>& last_trace() const { return trace_; }
 
@@ -98,7 +108,13 @@ class CudaMegakernel {
   Status enqueue(ParamsOf<MK> p, const Options& o) {
     if (o.schedule == kDynamic && !MK::dynamic_supported) return error("this megakernel has no dynamic schedule");
     if (o.cuda_graph && o.schedule != kKernels) return error("CUDA graphs capture the kernels mode only");
+    if (o.bucket_dim >= 0) {
+      EVT_ASSIGN_OR_RETURN(p, padded_to_bucket(p, o));
+    }
     if (o.trace && o.schedule == kKernels) return error("tracing covers the megakernel modes only");
+    if (o.early_push && o.schedule != kDynamic && o.schedule != kPerGroup) {
+      return error("early push needs a dynamic schedule (dynamic or per-group)");
+    }
     const int blocks = o.blocks > 0 ? o.blocks : sms_;
     // Spinning blocks deadlock unless every block of the grid is resident at once.
     if (blocks > max_coresident_blocks()) {
@@ -112,7 +128,7 @@ class CudaMegakernel {
     uint64_t* live = arenas_[launches_ % 2].data();
     uint64_t* next = arenas_[(launches_ + 1) % 2].data();
     ++launches_;
-    LaunchArgs a = f.bind(p, live, next, words_, o.spin_limit_ns);
+    LaunchArgs a = f.bind(p, live, next, words_, o.spin_limit_ns, o.early_push);
     if (o.trace) {
       const size_t words = static_cast<size_t>(blocks) * (1 + kTraceWords * static_cast<size_t>(f.tasks));
       EVT_RETURN_IF_ERROR(trace_words_.reserve(words));
@@ -172,6 +188,20 @@ class CudaMegakernel {
   }
 
  private:
+  static Expected<ParamsOf<MK>> padded_to_bucket(ParamsOf<MK> p, const Options& o) {
+    if (!o.cuda_graph || o.bucket_dim >= MK::num_dims || o.buckets.empty()) {
+      return error("batch buckets need cuda_graph, a dim of the graph and at least one bucket");
+    }
+    const int64_t n = p.dims[o.bucket_dim];
+    const auto bucket = std::lower_bound(o.buckets.begin(), o.buckets.end(), n);
+    if (bucket == o.buckets.end()) {
+      return error("{}={} is beyond the largest CUDA-graph bucket, {}", MK::dim_name(o.bucket_dim), n, o.buckets.back());
+    }
+    p.dims[o.bucket_dim] = *bucket;
+    MK::shapes(p);  // buffer shapes and wait counts of the padded binding
+    return p;
+  }
+
   struct CapturedGraph {
     ParamsOf<MK> params;  // as bound to the arena at capture
     LaunchArgs args;

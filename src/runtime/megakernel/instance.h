@@ -98,12 +98,14 @@ Status check_dynamic_completion(const ParamsOf<MK>& p, Schedule schedule, const 
 }
 
 // The scheduler's memory for one binding, as word offsets into an arena:
-// [SchedulerState | counters per event | run-time targets per event | pending | queue slots].
+// [SchedulerState | counters per event | run-time targets per event | producers started per
+//  early-pushable event | pending | queue slots].
 template <class MK>
 struct Footprint {
   std::vector<int64_t> elements;  // per event
   int64_t tasks = 0;
-  std::vector<int64_t> counters, targets;  // offsets per event (targets: -1 if not run-time)
+  // Offsets per event. targets: -1 if not run-time; started: -1 if not early-pushable.
+  std::vector<int64_t> counters, targets, started;
   int64_t pending = 0, slots = 0, words = 0;
 
   explicit Footprint(const ParamsOf<MK>& p) : tasks(MK::tasks(p)) {
@@ -117,16 +119,22 @@ struct Footprint {
       targets.push_back(MK::runtime_count(e) ? at : -1);
       if (MK::runtime_count(e)) at += elements[e];
     }
+    for (int e = 0; e < MK::num_events; ++e) {
+      started.push_back(MK::early_pushable(e) ? at : -1);
+      if (MK::early_pushable(e)) at += elements[e];
+    }
     pending = at;
     slots = pending + tasks;
     words = slots + tasks;
   }
 
   // Points `p` and the launch arguments into `arena`; `next` (of `next_words`) gets zeroed.
-  LaunchArgs bind(ParamsOf<MK>& p, uint64_t* arena, uint64_t* next, int64_t next_words, int64_t spin_limit_ns) const {
+  LaunchArgs bind(ParamsOf<MK>& p, uint64_t* arena, uint64_t* next, int64_t next_words, int64_t spin_limit_ns,
+                  bool early_push) const {
     for (int e = 0; e < MK::num_events; ++e) {
       p.counters[e] = arena + counters[e];
       p.targets[e] = targets[e] >= 0 ? arena + targets[e] : nullptr;
+      p.started[e] = early_push && started[e] >= 0 ? arena + started[e] : nullptr;
     }
     return LaunchArgs{spin_limit_ns, reinterpret_cast<SchedulerState*>(arena), arena + slots, tasks, arena + pending,
                       next, next_words};
@@ -140,6 +148,8 @@ class CpuMegakernel {
   struct Options {
     int workers = 4;
     Schedule schedule = kStatic;
+    // Dynamic schedules: push consumers once their producers start rather than finish.
+    bool early_push = false;
     int64_t spin_limit_ns = 2'000'000'000;
     bool trace = false;  // record every task (last_trace())
   };
@@ -150,6 +160,9 @@ class CpuMegakernel {
   Status run(ParamsOf<MK> p, const Options& o) {
     if (o.schedule == kDynamic && !MK::dynamic_supported) return error("this megakernel has no dynamic schedule");
     if (o.workers < 1) return error("need at least one worker, got {}", o.workers);
+    if (o.early_push && o.schedule != kDynamic && o.schedule != kPerGroup) {
+      return error("early push needs a dynamic schedule (dynamic or per-group)");
+    }
     const Footprint<MK> f(p);
     // Both arenas hold any binding seen so far; growing zeroes them, as a finished launch would.
     if (words_ < f.words) {
@@ -159,7 +172,7 @@ class CpuMegakernel {
     uint64_t* live = aligned(arenas_[launches_ % 2]);
     uint64_t* next = aligned(arenas_[(launches_ + 1) % 2]);
     ++launches_;
-    LaunchArgs a = f.bind(p, live, next, words_, o.spin_limit_ns);
+    LaunchArgs a = f.bind(p, live, next, words_, o.spin_limit_ns, o.early_push);
     std::vector<uint64_t> trace_words;
     if (o.trace) {
       trace_words.assign(static_cast<size_t>(o.workers * (1 + kTraceWords * f.tasks)), 0);

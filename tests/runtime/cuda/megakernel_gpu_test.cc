@@ -30,6 +30,13 @@ class DeviceBuffers {
   ~DeviceBuffers() {
     for (void* d : pointers_) cudaFree(d);
   }
+  // Copies a store's buffers into the front of these (which may be larger).
+  void upload(const runtime::cpu::BufferStore& store) const {
+    for (size_t b = 0; b < pointers_.size(); ++b) {
+      auto bytes = store.bytes(static_cast<int>(b));
+      EXPECT_EQ(cudaMemcpy(pointers_[b], bytes.data(), bytes.size(), cudaMemcpyHostToDevice), cudaSuccess);
+    }
+  }
   void copy_back(runtime::cpu::BufferStore& store) const {
     for (size_t b = 0; b < pointers_.size(); ++b) {
       auto bytes = store.mutable_bytes(static_cast<int>(b));
@@ -42,16 +49,29 @@ class DeviceBuffers {
   std::vector<void*> pointers_;
 };
 
+// Exec modes: the megakernel (static, dynamic with or without early push, per-group), kernels,
+// and kernels replayed from CUDA graphs.
+struct Mode {
+  mk::Schedule schedule;
+  bool cuda_graph = false;
+  bool early_push = false;
+};
+std::ostream& operator<<(std::ostream& os, const Mode& m) {
+  return os << "schedule " << m.schedule << (m.cuda_graph ? " graph" : "") << (m.early_push ? " early push" : "");
+}
+const auto kModes = ::testing::Values(Mode{mk::kStatic}, Mode{mk::kDynamic}, Mode{mk::kDynamic, false, true},
+                                      Mode{mk::kPerGroup}, Mode{mk::kPerGroup, false, true}, Mode{mk::kKernels},
+                                      Mode{mk::kKernels, true});
+
 template <class MK>
-void check_against_executor(const std::string& path, mk::Schedule schedule, uint64_t seed, bool cuda_graph = false,
-                            const std::string& dim = "B") {
+void check_against_executor(const std::string& path, Mode mode, uint64_t seed, const std::string& dim = "B") {
   const ir::Graph g = testing::compiled_graph(path, {{dim, 17}});
   auto kernel = mk::CudaMegakernel<MK>::create();
   ASSERT_TRUE(kernel.ok()) << kernel.status().message();
   cudaStream_t stream;
   ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
   for (int64_t b : testing::shuffled_bindings(seed)) {
-    SCOPED_TRACE(::testing::Message() << path << " " << dim << "=" << b << " schedule " << schedule << (cuda_graph ? " graph" : ""));
+    SCOPED_TRACE(::testing::Message() << path << " " << dim << "=" << b << " " << mode);
     auto tg = ir::instantiate(g, {{dim, b}});
     ASSERT_TRUE(tg.ok()) << tg.status().message();
     auto expected = testing::seeded_store(*tg, b);
@@ -62,7 +82,8 @@ void check_against_executor(const std::string& path, mk::Schedule schedule, uint
     const int64_t dims[] = {b};
     auto params = mk::make_params<MK>(dims, device.pointers());
     ASSERT_TRUE(params.ok()) << params.status().message();
-    Status run = (*kernel)->run(*params, {.schedule = schedule, .cuda_graph = cuda_graph, .stream = stream});
+    Status run = (*kernel)->run(*params, {.schedule = mode.schedule, .early_push = mode.early_push,
+                                          .cuda_graph = mode.cuda_graph, .stream = stream});
     ASSERT_TRUE(run.ok()) << run.message();
     device.copy_back(*store);
     Status same = store->compare_outputs(*expected);
@@ -71,30 +92,63 @@ void check_against_executor(const std::string& path, mk::Schedule schedule, uint
   cudaStreamDestroy(stream);
 }
 
-// Exec modes: the megakernel (static, dynamic), kernels, and kernels replayed from CUDA graphs.
-struct Mode {
-  mk::Schedule schedule;
-  bool cuda_graph;
-};
 class SplitK : public ::testing::TestWithParam<Mode> {};
 TEST_P(SplitK, MatchesExecutor) {
-  check_against_executor<generated::splitk::Megakernel>(testing::example_path("splitk.evt"), GetParam().schedule, 1, GetParam().cuda_graph);
+  check_against_executor<generated::splitk::Megakernel>(testing::example_path("splitk.evt"), GetParam(), 1);
 }
 class Moe : public ::testing::TestWithParam<Mode> {};
 TEST_P(Moe, MatchesExecutor) {
-  check_against_executor<generated::moe_routed::Megakernel>(testing::example_path("moe_routed.evt"), GetParam().schedule, 2,
-                                                            GetParam().cuda_graph);
+  check_against_executor<generated::moe_routed::Megakernel>(testing::example_path("moe_routed.evt"), GetParam(), 2);
 }
-const auto kModes = ::testing::Values(Mode{mk::kStatic, false}, Mode{mk::kDynamic, false}, Mode{mk::kPerGroup, false},
-                                      Mode{mk::kKernels, false}, Mode{mk::kKernels, true});
 INSTANTIATE_TEST_SUITE_P(MegakernelGpu, SplitK, kModes);
 INSTANTIATE_TEST_SUITE_P(MegakernelGpu, Moe, kModes);
 class StagedAdd : public ::testing::TestWithParam<Mode> {};
 TEST_P(StagedAdd, PrologueRunsForEveryTask) {
   check_against_executor<generated::staged_add::Megakernel>(testing::test_graph_path("staged_add.evt"),
-                                                            GetParam().schedule, 3, GetParam().cuda_graph, "T");
+                                                            GetParam(), 3, "T");
 }
 INSTANTIATE_TEST_SUITE_P(MegakernelGpu, StagedAdd, kModes);
+
+// The graphs mode as vLLM and SGLang run it: each batch is padded up to one of a few captured
+// sizes. Every B in 1..64 replays one of 7 graphs, and its rows equal the CPU executor's.
+TEST(MegakernelGpu, GraphsPadBatchesToBuckets) {
+  using MK = generated::splitk::Megakernel;
+  const std::vector<int64_t> buckets = {1, 2, 4, 8, 16, 32, 64};
+  const ir::Graph g = testing::compiled_graph(testing::example_path("splitk.evt"), {{"B", 17}});
+  auto kernel = mk::CudaMegakernel<MK>::create();
+  ASSERT_TRUE(kernel.ok()) << kernel.status().message();
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  auto largest = ir::instantiate(g, {{"B", buckets.back()}});
+  ASSERT_TRUE(largest.ok());
+  DeviceBuffers device(*testing::seeded_store(*largest, 0), g.buffers.size());
+  for (int64_t b : testing::shuffled_bindings(4)) {
+    SCOPED_TRACE(::testing::Message() << "B=" << b);
+    auto tg = ir::instantiate(g, {{"B", b}});
+    ASSERT_TRUE(tg.ok()) << tg.status().message();
+    auto expected = testing::seeded_store(*tg, b);
+    ASSERT_TRUE(runtime::cpu::execute_serial(*tg, kernels::Registry::builtins(), *expected).ok());
+    auto store = testing::seeded_store(*tg, b);
+    device.upload(*store);
+    const int64_t dims[] = {b};
+    auto params = mk::make_params<MK>(dims, device.pointers());
+    ASSERT_TRUE(params.ok()) << params.status().message();
+    Status run = (*kernel)->run(*params, {.schedule = mk::kKernels, .cuda_graph = true, .bucket_dim = 0,
+                                          .buckets = buckets, .stream = stream});
+    ASSERT_TRUE(run.ok()) << run.message();
+    device.copy_back(*store);
+    Status same = store->compare_outputs(*expected);
+    ASSERT_TRUE(same.ok()) << same.message();
+  }
+  EXPECT_EQ((*kernel)->captured_graphs(), buckets.size());
+  const int64_t too_big[] = {65};
+  auto params = mk::make_params<MK>(too_big, device.pointers());
+  ASSERT_TRUE(params.ok());
+  Status refused = (*kernel)->run(*params, {.schedule = mk::kKernels, .cuda_graph = true, .bucket_dim = 0,
+                                            .buckets = buckets, .stream = stream});
+  EXPECT_NE(refused.message().find("beyond the largest CUDA-graph bucket, 64"), std::string::npos) << refused.message();
+  cudaStreamDestroy(stream);
+}
 
 using WrongCount = generated::splitk_wrong_count::Megakernel;
 
@@ -126,7 +180,7 @@ TEST(MegakernelGpu, WrongCountTimesOutAndTheGpuStaysUsable) {
   ASSERT_FALSE(d.ok());
   EXPECT_NE(d.message().find("the dynamic launch ended with 20 of 25 tasks run"), std::string::npos) << d.message();
   // The device is fine afterwards: a correct graph runs and matches.
-  check_against_executor<generated::splitk::Megakernel>(testing::example_path("splitk.evt"), mk::kStatic, 5);
+  check_against_executor<generated::splitk::Megakernel>(testing::example_path("splitk.evt"), Mode{mk::kStatic}, 5);
 }
 
 TEST(MegakernelGpu, TraceRecordsEveryTaskOnce) {
