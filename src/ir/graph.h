@@ -65,6 +65,9 @@ struct TaskGroup {
   std::vector<Edge> out_edges;  // notified after the task ran
   std::vector<std::string> sets;  // events whose run-time wait counts this group sets
   GroupSchedule schedule = GroupSchedule::kStatic;
+  // Tile dim 0 is a layer index, as in a model's decode step: the static megakernel order runs
+  // the layered groups layer by layer, so they may feed one another across layers.
+  bool layered = false;
   friend bool operator==(const TaskGroup&, const TaskGroup&) = default;
 };
 

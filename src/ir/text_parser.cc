@@ -412,7 +412,8 @@ Status assign_to(T& out, Expected<T> value) {
 //   NAME = buffer(SHAPE, DTYPE)
 //   NAME = event(SHAPE [, wait_count=(EXPR | runtime)])
 //   NAME = call_device(FUNCTION, tiles=SHAPE [, reads=(..)] [, writes=(..)] [, in_edges={..}]
-//                      [, out_edges={..}] [, sets=(..)] [, schedule=static|dynamic])
+//                      [, out_edges={..}] [, sets=(..)] [, schedule=static|dynamic]
+//                      [, layered=true|false])
 class GraphParser {
  public:
   explicit GraphParser(const SourceText& src) : src_(src), ts_(src, src.text(), SourcePos{}, Lexer::Mode::kGraph) {}
@@ -578,17 +579,20 @@ Status GraphParser::call_device(const Head& h) {
   }
   EVT_RETURN_IF_ERROR(ts_.close(h.open, "',' or ')'"));
   if (!seen.count("tiles")) return ts_.error_at(h.kind.pos, "call_device: missing tiles=");
+  if (group.layered && group.tiles.empty()) {
+    return ts_.error_at(h.kind.pos, "call_device: layered=true needs a tile grid, whose dim 0 is the layer");
+  }
   g_.groups.push_back(std::move(group));
   return Status();
 }
 
 Status GraphParser::call_keyword(const Token& key, TaskGroup& group) {
-  static constexpr std::string_view kKeywords[] = {"tiles",     "reads", "writes",  "in_edges",
-                                                    "out_edges", "sets",  "schedule"};
+  static constexpr std::string_view kKeywords[] = {"tiles", "reads",    "writes", "in_edges",
+                                                    "out_edges", "sets", "schedule", "layered"};
   const std::string_view k = key.text;
   if (std::find(std::begin(kKeywords), std::end(kKeywords), k) == std::end(kKeywords)) {
     return ts_.error_at(key.pos, fmt::format("call_device: unknown keyword '{}' (expected tiles, reads, writes, "
-                                             "in_edges, out_edges, sets or schedule)",
+                                             "in_edges, out_edges, sets, schedule or layered)",
                                              k));
   }
   EVT_RETURN_IF_ERROR(ts_.expect(Tok::kAssign));
@@ -603,6 +607,14 @@ Status GraphParser::call_keyword(const Token& key, TaskGroup& group) {
       return ts_.error_at(value.pos, fmt::format("call_device: schedule={} (expected static or dynamic)", value.text));
     }
     group.schedule = value.text == "dynamic" ? GroupSchedule::kDynamic : GroupSchedule::kStatic;
+    return Status();
+  }
+  if (k == "layered") {
+    EVT_ASSIGN_OR_RETURN(const Token value, ts_.expect_token(Tok::kIdent, "true or false"));
+    if (value.text != "true" && value.text != "false") {
+      return ts_.error_at(value.pos, fmt::format("call_device: layered={} (expected true or false)", value.text));
+    }
+    group.layered = value.text == "true";
     return Status();
   }
   return assign_to(group.sets, references(Ref::kEvent));  // the one keyword left: sets

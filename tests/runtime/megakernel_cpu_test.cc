@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "megakernels/layered_stack.h"
 #include "megakernels/moe_routed.h"
 #include "megakernels/splitk.h"
 #include "megakernels/splitk_wrong_count.h"
@@ -32,25 +33,32 @@ std::ostream& operator<<(std::ostream& os, const Mode& m) {
 const auto kModes = ::testing::Values(Mode{mk::kStatic}, Mode{mk::kDynamic}, Mode{mk::kDynamic, true}, Mode{mk::kKernels},
                                       Mode{mk::kPerGroup}, Mode{mk::kPerGroup, true});
 
-// Runs `graph` through the CPU executor and through megakernel MK for each B, in `order`.
+std::vector<ir::Binding> bindings_of(const std::string& dim, const std::vector<int64_t>& values) {
+  std::vector<ir::Binding> bindings;
+  for (int64_t v : values) bindings.push_back({{dim, v}});
+  return bindings;
+}
+
+// Runs `graph` through the CPU executor and through megakernel MK for each binding, in order,
+// from one kernel instance.
 template <class MK>
-void check_against_executor(const std::string& example, const std::vector<int64_t>& order, Mode mode,
-                            const std::string& dim = "B") {
-  const ir::Graph g = testing::compiled_graph(example, {{dim, 17}});
+void check_against_executor(const std::string& example, const std::vector<ir::Binding>& bindings, Mode mode) {
+  const ir::Graph g = testing::compiled_graph(example, bindings.front());
   mk::CpuMegakernel<MK> kernel;
-  for (size_t k = 0; k < order.size(); ++k) {
-    const int64_t b = order[k];
-    SCOPED_TRACE(::testing::Message() << example << " B=" << b << " " << mode);
-    auto tg = ir::instantiate(g, {{dim, b}});
+  for (size_t k = 0; k < bindings.size(); ++k) {
+    const ir::Binding& binding = bindings[k];
+    SCOPED_TRACE(::testing::Message() << example << " " << ir::binding_str(binding) << " " << mode);
+    auto tg = ir::instantiate(g, binding);
     ASSERT_TRUE(tg.ok()) << tg.status().message();
-    auto expected = testing::seeded_store(*tg, b);
+    auto expected = testing::seeded_store(*tg, k);
     auto serial = runtime::cpu::execute_serial(*tg, kernels::Registry::builtins(), *expected);
     ASSERT_TRUE(serial.ok()) << serial.status().message();
 
-    auto store = testing::seeded_store(*tg, b);
+    auto store = testing::seeded_store(*tg, k);
     std::vector<void*> buffers;
     for (size_t i = 0; i < g.buffers.size(); ++i) buffers.push_back(store->mutable_bytes(static_cast<int>(i)).data());
-    const int64_t dims[] = {b};
+    std::vector<int64_t> dims;
+    for (int d = 0; d < MK::num_dims; ++d) dims.push_back(binding.at(MK::dim_name(d)));
     auto params = mk::make_params<MK>(dims, buffers);
     ASSERT_TRUE(params.ok()) << params.status().message();
     Status run = kernel.run(*params, {.workers = 1 + static_cast<int>(k % 4), .schedule = mode.schedule,
@@ -63,8 +71,8 @@ void check_against_executor(const std::string& example, const std::vector<int64_
 
 class SplitK : public ::testing::TestWithParam<Mode> {};
 TEST_P(SplitK, MatchesExecutor) {
-  check_against_executor<generated::splitk::Megakernel>(testing::example_path("splitk.evt"),
-                                                        testing::shuffled_bindings(GetParam().schedule + 1), GetParam());
+  check_against_executor<generated::splitk::Megakernel>(
+      testing::example_path("splitk.evt"), bindings_of("B", testing::shuffled_bindings(GetParam().schedule + 1)), GetParam());
 }
 INSTANTIATE_TEST_SUITE_P(MegakernelCpu, SplitK, kModes);
 
@@ -72,8 +80,9 @@ INSTANTIATE_TEST_SUITE_P(MegakernelCpu, SplitK, kModes);
 // binding runs on one worker, so combine's static wait must run the expert tasks itself (Help).
 class Moe : public ::testing::TestWithParam<Mode> {};
 TEST_P(Moe, MatchesExecutor) {
-  check_against_executor<generated::moe_routed::Megakernel>(testing::example_path("moe_routed.evt"),
-                                                            testing::shuffled_bindings(GetParam().schedule + 7), GetParam());
+  check_against_executor<generated::moe_routed::Megakernel>(
+      testing::example_path("moe_routed.evt"), bindings_of("B", testing::shuffled_bindings(GetParam().schedule + 7)),
+      GetParam());
 }
 INSTANTIATE_TEST_SUITE_P(MegakernelCpu, Moe, kModes);
 
@@ -82,9 +91,23 @@ INSTANTIATE_TEST_SUITE_P(MegakernelCpu, Moe, kModes);
 class StagedAdd : public ::testing::TestWithParam<Mode> {};
 TEST_P(StagedAdd, PrologueRunsForEveryTask) {
   check_against_executor<generated::staged_add::Megakernel>(testing::test_graph_path("staged_add.evt"),
-                                                            testing::shuffled_bindings(11), GetParam(), "T");
+                                                            bindings_of("T", testing::shuffled_bindings(11)), GetParam());
 }
 INSTANTIATE_TEST_SUITE_P(MegakernelCpu, StagedAdd, kModes);
+
+// Layered groups: the static order runs them layer by layer, the kernels mode launches each
+// once per layer, and the dynamic queue releases layer l + 1 as layer l completes. One worker
+// included: each layer must wait only on the layers before it.
+class LayeredStack : public ::testing::TestWithParam<Mode> {};
+TEST_P(LayeredStack, MatchesExecutor) {
+  std::vector<ir::Binding> bindings;
+  for (int64_t layers : {3, 1, 8, 0, 28}) {
+    for (int64_t b : {5, 1, 17}) bindings.push_back({{"B", b}, {"L", layers}});
+  }
+  check_against_executor<generated::layered_stack::Megakernel>(testing::example_path("layered_stack.evt"), bindings,
+                                                               GetParam());
+}
+INSTANTIATE_TEST_SUITE_P(MegakernelCpu, LayeredStack, kModes);
 
 // Bound spins: a wrong count (verifier bypassed at codegen) stops the launch with a record.
 Status run_wrong_count(mk::CpuMegakernel<generated::splitk_wrong_count::Megakernel>& kernel, int64_t b,

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -41,8 +42,13 @@ class Emitter {
   // The number of tiles of group g, and of all groups before it (its first task id).
   std::string tiles_expr(size_t g) const { return product_expr(g_.groups[g].tiles); }
   std::string first_task_expr(size_t g) const;
-  // Straight-line code mapping `index` to (group, linear) over groups in `order`.
+  // Straight-line code mapping `index` to (group, linear) over the groups in `order`.
   void emit_decode(const std::vector<int>& order, const std::string& index);
+  // The same over the static order: the groups before the layers, layer after layer the layered
+  // groups' tiles of that layer, then the groups after.
+  void emit_static_decode();
+  // Tiles of a group in one layer (all its tiles if it is not layered).
+  std::string layer_tiles_expr(size_t g) const;
   // `EVT_HD inline RET NAME(PARAMS) { switch (KEY) { case i: return value(i); ... } }`.
   template <typename Value>
   void emit_switch(const std::string& signature, const std::string& key, size_t cases, Value&& value,
@@ -50,6 +56,7 @@ class Emitter {
 
   // --- sections
   Status check_supported();
+  Status static_order();
   void emit_prelude();
   void emit_shapes();
   void emit_group_geometry();
@@ -58,6 +65,9 @@ class Emitter {
   Status emit_fires();
   void emit_groups();
   void emit_dispatch_and_loops();
+  // Kernels mode: the launches in the static order, one per group or, for layered groups, one
+  // per group and layer.
+  void emit_launches();
 
   // --- edges
   // Emits loops binding the event element `x` of `edge` for the task whose tile coordinates are
@@ -104,7 +114,11 @@ class Emitter {
   std::string ns_;
   std::string out_;
   int indent_ = 0;
-  std::vector<int> group_order_;     // topological order of groups, for the static schedule
+  // The static order (static_order()): the groups before the layers then those after them in
+  // group_order_, split at groups_before_layers_; the layered groups of one layer in layer_order_.
+  std::vector<int> group_order_, layer_order_;
+  int groups_before_layers_ = 0;
+  Expr layers_;                      // the layer count of the layered groups' tile dim 0
   std::vector<int> source_groups_;   // groups that await nothing
   std::string dynamic_error_;        // why dynamic scheduling cannot be generated, if it cannot
   int loop_ = 0;                     // fresh loop-variable names
@@ -204,6 +218,47 @@ void Emitter::emit_decode(const std::vector<int>& order, const std::string& inde
   line("linear = -1;");
 }
 
+std::string Emitter::layer_tiles_expr(size_t g) const {
+  const auto& tiles = g_.groups[g].tiles;
+  if (!g_.groups[g].layered) return tiles_expr(g);
+  return product_expr(std::vector<Expr>(tiles.begin() + 1, tiles.end()));
+}
+
+void Emitter::emit_static_decode() {
+  const std::vector<int> before(group_order_.begin(), group_order_.begin() + groups_before_layers_);
+  const std::vector<int> after(group_order_.begin() + groups_before_layers_, group_order_.end());
+  auto run_of = [&](const std::vector<int>& groups) {
+    for (int g : groups) {
+      line(fmt::format("n = {};", tiles_expr(g)));
+      line(fmt::format("if (position < first + n) {{ group = {}; linear = position - first; return; }}", g));
+      line("first += n;");
+    }
+  };
+  line("int64_t first = 0, n = 0;");
+  line("(void)n;");
+  run_of(before);
+  if (!layer_order_.empty()) {
+    open("{  // the layers: one round of the layered groups' tiles per layer");
+    std::string round = "int64_t{0}";
+    for (int g : layer_order_) round += " + " + layer_tiles_expr(g);
+    line(fmt::format("const int64_t layers = {}, round = {};", expr(layers_, dims_scope()), round));
+    open("if (position < first + layers * round) {");
+    line("const int64_t layer = (position - first) / round;");
+    line("int64_t r = (position - first) % round;");
+    for (int g : layer_order_) {
+      line(fmt::format("n = {};", layer_tiles_expr(g)));
+      line(fmt::format("if (r < n) {{ group = {}; linear = layer * n + r; return; }}", g));
+      line("r -= n;");
+    }
+    close();
+    line("first += layers * round;");
+    close();
+  }
+  run_of(after);
+  line("group = -1;");
+  line("linear = -1;");
+}
+
 std::string Emitter::needed_expr(size_t g) const {
   std::string needed = "int64_t{0}";
   for (const auto& in : g_.groups[g].in_edges) {
@@ -257,33 +312,107 @@ Status Emitter::check_supported() {
       return error("buffer {}: rank above {} is not supported on the device", b.name, kernels::DevBuffer::kMaxRank);
     }
   }
-  // Topological order of groups, ignoring a group's edges to itself (a chain within a group
-  // must run forward in tile order, which the static order then respects).
+  return static_order();
+}
+
+// How far a layered group's edge shifts the layer: the event's coordinate 0 minus tile dim 0,
+// which must be a constant (`"ln->(l, n)"` is 0, `"ln->(l+1)"` is 1).
+Expected<int64_t> layer_offset(const ir::TaskGroup& group, const ir::Edge& edge) {
+  const ir::EdgeMap& m = edge.map;
+  if (m.kind == ir::EdgeMap::Kind::kMap && !m.vars.empty() && !m.coords.empty() &&
+      m.coords[0].kind == ir::Coord::Kind::kScalar && ir::is_data_independent(m.coords[0].expr)) {
+    if (auto d = ir::constant_value(m.coords[0].expr - Expr::var(m.vars[0]))) return *d;
+  }
+  return error("task group {} is layered, so edge {} must index its event's dim 0 by the layer plus a constant",
+               group.name, edge.str());
+}
+
+// The static order: groups in a topological order, tiles in order within each. Layered groups
+// (tile dim 0 is the layer) run layer by layer, between the groups before all layers and those
+// after: within a layer in the order of their same-layer dependencies, while a dependency on
+// an earlier layer is met by the layer order itself.
+Status Emitter::static_order() {
   const size_t n = g_.groups.size();
+  // preds[c]: the groups c waits for within its region (same layer, for layered groups).
   std::vector<std::set<int>> preds(n);
+  std::vector<bool> after_layers(n, false);  // non-layered groups that some layered group feeds
   for (size_t c = 0; c < n; ++c) {
-    for (const auto& in : g_.groups[c].in_edges) {
+    const ir::TaskGroup& consumer = g_.groups[c];
+    if (consumer.in_edges.empty()) source_groups_.push_back(static_cast<int>(c));
+    for (const auto& in : consumer.in_edges) {
+      // A chain within a group must run forward in tile order, which the static order respects.
       for (size_t p = 0; p < n; ++p) {
         if (p == c) continue;
-        for (const auto& out : g_.groups[p].out_edges) {
-          if (out.event == in.event) preds[c].insert(static_cast<int>(p));
+        const ir::TaskGroup& producer = g_.groups[p];
+        for (const auto& out : producer.out_edges) {
+          if (out.event != in.event) continue;
+          if (!producer.layered || !consumer.layered) {
+            preds[c].insert(static_cast<int>(p));
+            continue;
+          }
+          EVT_ASSIGN_OR_RETURN(const int64_t produced, layer_offset(producer, out));
+          EVT_ASSIGN_OR_RETURN(const int64_t awaited, layer_offset(consumer, in));
+          if (awaited > produced) {
+            return error("task group {} awaits {} from a later layer of task group {}; layers run in order",
+                         consumer.name, in.event, producer.name);
+          }
+          if (awaited == produced) preds[c].insert(static_cast<int>(p));
         }
       }
     }
-    if (g_.groups[c].in_edges.empty()) source_groups_.push_back(static_cast<int>(c));
   }
-  std::vector<bool> placed(n, false);
-  while (group_order_.size() < n) {
-    bool progress = false;
+  // Regions: groups before the layers, the layered groups, groups after them.
+  for (bool changed = true; changed;) {
+    changed = false;
     for (size_t c = 0; c < n; ++c) {
-      if (placed[c]) continue;
-      if (std::all_of(preds[c].begin(), preds[c].end(), [&](int p) { return placed[p]; })) {
-        placed[c] = true;
-        group_order_.push_back(static_cast<int>(c));
-        progress = true;
+      if (g_.groups[c].layered || after_layers[c]) continue;
+      for (int p : preds[c]) {
+        if (g_.groups[p].layered || after_layers[p]) after_layers[c] = changed = true;
       }
     }
-    if (!progress) return error("the task groups form a cycle through their events; the static megakernel order needs a DAG of groups");
+  }
+  auto region = [&](size_t g) { return g_.groups[g].layered ? 1 : after_layers[g] ? 2 : 0; };
+  for (size_t c = 0; c < n; ++c) {
+    for (int p : preds[c]) {
+      if (region(p) > region(c)) {
+        return error("task group {} runs before the layers but awaits task group {}, which runs in or after them",
+                     g_.groups[c].name, g_.groups[p].name);
+      }
+    }
+  }
+  int first_layered = -1;
+  for (size_t g = 0; g < n; ++g) {
+    if (!g_.groups[g].layered) continue;
+    if (first_layered < 0) {
+      first_layered = static_cast<int>(g);
+      layers_ = g_.groups[g].tiles[0];
+    } else if (!provably_equal(g_.groups[g].tiles[0], layers_)) {
+      return error("layered task groups {} and {} have different layer counts ({} and {})",
+                   g_.groups[first_layered].name, g_.groups[g].name, layers_.str(), g_.groups[g].tiles[0].str());
+    }
+  }
+  for (int r = 0; r < 3; ++r) {
+    std::vector<bool> placed(n, false);
+    size_t in_region = 0;
+    for (size_t g = 0; g < n; ++g) in_region += region(g) == r;
+    for (size_t done = 0; done < in_region;) {
+      bool progress = false;
+      for (size_t c = 0; c < n; ++c) {
+        if (placed[c] || region(c) != r) continue;
+        if (std::all_of(preds[c].begin(), preds[c].end(), [&](int p) { return region(p) < r || placed[p]; })) {
+          placed[c] = true;
+          (r == 1 ? layer_order_ : group_order_).push_back(static_cast<int>(c));
+          ++done;
+          progress = true;
+        }
+      }
+      if (!progress) {
+        return error("the task groups form a cycle through their events{}; the static megakernel order needs "
+                     "a DAG of groups",
+                     r == 1 ? " within one layer" : "");
+      }
+    }
+    if (r == 0) groups_before_layers_ = static_cast<int>(group_order_.size());
   }
   return Status();
 }
@@ -433,13 +562,11 @@ void Emitter::emit_group_geometry() {
   line("default: return;");
   close();
   close();
-  // The static order: groups in topological order, tiles in order within each.
-  emit_switch("int group_order(int k)", "k", group_order_.size(),
-              [&](size_t k) { return std::to_string(group_order_[k]); }, "-1");
   open("EVT_HD inline void static_task(const Params& p, int64_t position, int& group, int64_t& linear) {");
   line("(void)p;");
-  emit_decode(group_order_, "position");
+  emit_static_decode();
   close();
+  emit_launches();
   // Source tasks: the groups that await nothing, which the dynamic queue starts with.
   // Under per-group scheduling only the dynamic groups' sources.
   line("template <mk::Schedule kS>");
@@ -463,6 +590,48 @@ void Emitter::emit_group_geometry() {
   emit_switch("bool group_dynamic(int group)", "group", g_.groups.size(), [&](size_t g) { return dynamic_flag(g); },
               "false");
   line("");
+}
+
+void Emitter::emit_launches() {
+  const size_t before = static_cast<size_t>(groups_before_layers_);
+  const size_t after = group_order_.size() - before;
+  const std::string layers = layer_order_.empty() ? "int64_t{0}" : expr(layers_, dims_scope());
+  line("// Kernels mode, launch k: tiles [first, first + count) of one group.");
+  open("EVT_HD inline int64_t launch_count(const Params& p) {");
+  line("(void)p;");
+  line(fmt::format("return {} + {} * {};", group_order_.size(), layers, layer_order_.size()));
+  close();
+  open("EVT_HD inline void launch_at(const Params& p, int64_t k, int& group, int64_t& first, int64_t& count) {");
+  line("(void)p;");
+  line("first = 0;");
+  auto whole = [&](size_t from, size_t n) {
+    open("switch (k) {");
+    for (size_t i = 0; i < n; ++i) {
+      const int g = group_order_[from + i];
+      line(fmt::format("case {}: group = {}; count = {}; return;", i, g, tiles_expr(g)));
+    }
+    line("default: break;");
+    close();
+    line(fmt::format("k -= {};", n));
+  };
+  whole(0, before);
+  if (!layer_order_.empty()) {
+    open(fmt::format("if (k < {} * {}) {{", layers, layer_order_.size()));
+    line(fmt::format("const int64_t layer = k / {};", layer_order_.size()));
+    open(fmt::format("switch (k % {}) {{", layer_order_.size()));
+    for (size_t i = 0; i < layer_order_.size(); ++i) {
+      const int g = layer_order_[i];
+      line(fmt::format("case {}: group = {}; count = {}; first = layer * count; return;", i, g, layer_tiles_expr(g)));
+    }
+    line("default: break;");
+    close();
+    close();
+    line(fmt::format("k -= {} * {};", layers, layer_order_.size()));
+  }
+  whole(before, after);
+  line("group = -1;");
+  line("count = 0;");
+  close();
 }
 
 // --- edges ------------------------------------------------------------------------------------
@@ -590,9 +759,18 @@ Status Emitter::emit_inverse(int consumer, const ir::Edge& edge, const std::stri
         continue;
       }
     }
-    if (int j = var_of(e); j >= 0) {
-      lo[j] = ecoord[k];
-      hi[j] = fmt::format("({} + 1)", ecoord[k]);
+    // A tile variable plus a constant: the one value that maps onto the element, if in the grid.
+    const auto shifted = [&]() -> std::optional<std::pair<size_t, int64_t>> {
+      for (size_t j = 0; j < edge.map.vars.size(); ++j) {
+        if (auto d = ir::constant_value(e - Expr::var(edge.map.vars[j]))) return std::make_pair(j, *d);
+      }
+      return std::nullopt;
+    }();
+    if (shifted) {
+      const auto [j, d] = *shifted;
+      const std::string v = d == 0 ? ecoord[k] : fmt::format("({} - {})", ecoord[k], d);
+      lo[j] = fmt::format("mk::max_i({}, 0)", v);
+      hi[j] = fmt::format("mk::min_i({} + 1, {})", v, extent(group.tiles, j));
       continue;
     }
     if (e.op() == Op::kFloorDiv && e.args()[1].is_const() && e.args()[1].value() > 0) {
@@ -984,7 +1162,8 @@ void Emitter::emit_dispatch_and_loops() {
 // kHelps (per-group scheduling, static tasks): while the wait spins, the block runs ready tasks
 // of the dynamic groups, then reloads this task's prologue, which they may have overwritten.
 template <class W, mk::Schedule kS>
-EVT_HD inline bool run_queued(W& w, const Params& p, const mk::LaunchArgs& a, int64_t task, bool& healthy);
+EVT_HD inline bool run_queued(W& w, const Params& p, const mk::LaunchArgs& a, int64_t task, bool& healthy,
+                              int64_t sources);
 
 template <class W, mk::Schedule kS, bool kHelps = false>
 EVT_HD inline bool run_task(W& w, const Params& p, const mk::LaunchArgs& a, int group, int64_t linear, bool& healthy,
@@ -1014,7 +1193,7 @@ EVT_HD inline bool run_task(W& w, const Params& p, const mk::LaunchArgs& a, int 
         task = mk::ticket_task(w, a, sources, w.count(), ~step, [&](int64_t k) { return source_task<kS>(p, k); });
       }
       task = w.share(task);
-      if (task < 0 || !run_queued<W, kS>(w, p, a, task, healthy)) return false;
+      if (task < 0 || !run_queued<W, kS>(w, p, a, task, healthy, sources)) return false;
     }
   }
   if constexpr (kS == mk::kDynamic || kS == mk::kPerGroup) {
@@ -1029,14 +1208,21 @@ EVT_HD inline bool run_task(W& w, const Params& p, const mk::LaunchArgs& a, int 
   return true;
 }
 
+// Under per-group scheduling every worker counts itself finished once through its static tasks.
+template <mk::Schedule kS, class W>
+EVT_HD inline int64_t static_workers(const W& w) {
+  return kS == mk::kPerGroup ? w.count() : 0;
+}
+
 // Runs a task taken from the ready queue and counts it finished, after the pushes it made.
 template <class W, mk::Schedule kS>
-EVT_HD inline bool run_queued(W& w, const Params& p, const mk::LaunchArgs& a, int64_t task, bool& healthy) {
+EVT_HD inline bool run_queued(W& w, const Params& p, const mk::LaunchArgs& a, int64_t task, bool& healthy,
+                              int64_t sources) {
   int group;
   int64_t linear;
   task_group(p, task, group, linear);
   const bool ok = run_task<W, kS>(w, p, a, group, linear, healthy);
-  if (w.leader()) mk::arrive(w, &a.state->finished);
+  if (w.leader()) mk::count_finished(w, a, sources, static_workers<kS>(w));
   return ok;
 }
 
@@ -1059,26 +1245,28 @@ EVT_HD inline void run_megakernel(W& w, const Params& p, const mk::LaunchArgs& a
       if (!run_task<W, kS, kS == mk::kPerGroup>(w, p, a, group, linear, healthy, sources)) return;
     }
     if constexpr (kS == mk::kStatic) return;
-    if (w.leader()) mk::arrive(w, &a.state->static_done);
+    if (w.leader()) mk::count_finished(w, a, sources, static_workers<kS>(w));
   }
-  const int64_t static_workers = kS == mk::kPerGroup ? w.count() : 0;
   while (true) {
     int64_t task = -1;
     if (w.leader() && healthy) {
-      task = mk::pop_task(w, a, sources, static_workers, [&](int64_t ticket) { return source_task<kS>(p, ticket); });
+      task = mk::pop_task(w, a, sources, static_workers<kS>(w),
+                          [&](int64_t ticket) { return source_task<kS>(p, ticket); });
     }
     task = w.share(task);
-    if (task < 0 || !run_queued<W, kS>(w, p, a, task, healthy)) return;
+    if (task < 0 || !run_queued<W, kS>(w, p, a, task, healthy, sources)) return;
   }
 }
 
-// Kernels mode: one ordinary launch per task group, in static_task's group order.
+// Kernels mode: one ordinary launch per launch_at(k), in the static order.
 template <class W>
-EVT_HD inline void run_group(W& w, const Params& p, const mk::LaunchArgs& a, int group) {
+EVT_HD inline void run_launch(W& w, const Params& p, const mk::LaunchArgs& a, int64_t k) {
   mk::zero_next_arena(w, a);
-  const int64_t tiles = group_tiles(p, group);
+  int group;
+  int64_t first, count;
+  launch_at(p, k, group, first, count);
   bool healthy = true;
-  for (int64_t linear = w.id(); linear < tiles; linear += w.count()) {
+  for (int64_t linear = first + w.id(); linear < first + count; linear += w.count()) {
     if (!run_task<W, mk::kKernels>(w, p, a, group, linear, healthy)) return;
   }
 }
@@ -1108,8 +1296,14 @@ struct Megakernel {
     for (int k = 0; k < tile_rank(g); ++k) s += (k ? ", " : "") + std::to_string(t[k]);
     return s + ")";
   }
-  // The groups in launch order for the kernels mode (a topological order).
-  static int launch_order(int k) { return group_order(k); }
+  // The kernels mode's launches, in the static order: how many, and the tiles of launch k.
+  static int64_t launches(const Params& p) { return launch_count(p); }
+  static int64_t launch_tiles(const Params& p, int64_t k) {
+    int group;
+    int64_t first, count;
+    launch_at(p, k, group, first, count);
+    return count;
+  }
   static bool dynamic_group(int g) { return group_dynamic(g); }
   // One instantiation per schedule, so each kernel holds only its own loop's code.
   template <class W, mk::Schedule kS>
@@ -1117,8 +1311,8 @@ struct Megakernel {
     run_megakernel<W, kS>(w, p, a);
   }
   template <class W>
-  EVT_HD static void run_one_group(W& w, const Params& p, const mk::LaunchArgs& a, int group) {
-    run_group(w, p, a, group);
+  EVT_HD static void run_one_launch(W& w, const Params& p, const mk::LaunchArgs& a, int64_t k) {
+    run_launch(w, p, a, k);
   }
 };)CODE");
   close(fmt::format("}}  // namespace evt::generated::{}", ns_));

@@ -84,9 +84,7 @@ class CudaMegakernel {
     return k;
   }
 
-  ~CudaMegakernel() {
-    for (auto& c : graphs_) cudaGraphExecDestroy(c.exec);
-  }
+  ~CudaMegakernel() { drop_graphs(); }
 
   int sms() const { return sms_; }
   int max_coresident_blocks() const { return sms_ * blocks_per_sm_; }
@@ -123,6 +121,8 @@ class CudaMegakernel {
     }
     const Footprint<MK> f(p);
     // Both arenas hold any binding seen so far; new memory is zero, as after a finished launch.
+    // Captured graphs point into the arenas, so growing them drops the graphs.
+    if (f.words > words_) drop_graphs();
     for (auto& arena : arenas_) EVT_RETURN_IF_ERROR(arena.reserve(static_cast<size_t>(f.words)));
     words_ = std::max(words_, f.words);
     uint64_t* live = arenas_[launches_ % 2].data();
@@ -137,6 +137,7 @@ class CudaMegakernel {
       a.trace_tasks_per_worker = f.tasks;
     }
     last_capture_ms_ = 0;
+    (void)cudaGetLastError();  // the launches below report their own errors, not an earlier call's
     if (o.schedule != kKernels) {
       EVT_CUDA_RETURN(CudaLaunch<MK>::launch(p, a, blocks, o.schedule, o.stream));
     } else if (!o.cuda_graph) {
@@ -168,26 +169,30 @@ class CudaMegakernel {
       EVT_CUDA_RETURN(cudaMemset(l.args.state, 0, sizeof(SchedulerState)));
       return Status::error(describe_failure<MK>(s.error));
     }
-    return check_dynamic_completion<MK>(l.params, l.options.schedule, s, [&](int e) {
+    return check_dynamic_completion<MK>(l.params, l.options.schedule, l.blocks, s, [&](int e) {
       std::vector<uint64_t> c(l.elements[e]);
       cudaMemcpy(c.data(), l.params.counters[e], c.size() * sizeof(uint64_t), cudaMemcpyDeviceToHost);
       return c;
     });
   }
 
-  // Enqueues the kernels mode: one launch per task group, in a topological order.
+  // Enqueues the kernels mode: one launch per task group (and layer), in the static order.
   Status launch_groups(const ParamsOf<MK>& p, const LaunchArgs& a, cudaStream_t stream) {
-    for (int k = 0; k < MK::num_groups; ++k) {
-      const int g = MK::launch_order(k);
-      const int64_t tiles = MK::tiles(p, g);
+    for (int64_t k = 0; k < MK::launches(p); ++k) {
+      const int64_t tiles = MK::launch_tiles(p, k);
       if (tiles == 0) continue;
       const int blocks = static_cast<int>(std::min<int64_t>(tiles, max_coresident_blocks()));
-      EVT_CUDA_RETURN(CudaLaunch<MK>::launch_group(p, a, g, blocks, stream));
+      EVT_CUDA_RETURN(CudaLaunch<MK>::launch_kernel(p, a, k, blocks, stream));
     }
     return Status();
   }
 
  private:
+  void drop_graphs() {
+    for (auto& c : graphs_) cudaGraphExecDestroy(c.exec);
+    graphs_.clear();
+  }
+
   static Expected<ParamsOf<MK>> padded_to_bucket(ParamsOf<MK> p, const Options& o) {
     if (!o.cuda_graph || o.bucket_dim >= MK::num_dims || o.buckets.empty()) {
       return error("batch buckets need cuda_graph, a dim of the graph and at least one bucket");

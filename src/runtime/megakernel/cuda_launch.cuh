@@ -16,10 +16,10 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 template <class MK, int kThreads>
 __global__ void __launch_bounds__(kThreads, 1)
-    group_entry(const __grid_constant__ typename MK::ParamsType p, const LaunchArgs a, int group) {
+    launch_entry(const __grid_constant__ typename MK::ParamsType p, const LaunchArgs a, int64_t k) {
   __shared__ uint64_t share_slots[2];
   CudaWorker w(share_slots);
-  MK::run_one_group(w, p, a, group);
+  MK::run_one_launch(w, p, a, k);
 }
 
 template <class MK>
@@ -50,9 +50,9 @@ cudaError_t CudaLaunch<MK>::launch(const typename MK::ParamsType& p, const Launc
 }
 
 template <class MK>
-cudaError_t CudaLaunch<MK>::launch_group(const typename MK::ParamsType& p, const LaunchArgs& a, int group, int blocks,
-                                         cudaStream_t stream) {
-  group_entry<MK, kThreads><<<blocks, kThreads, 0, stream>>>(p, a, group);
+cudaError_t CudaLaunch<MK>::launch_kernel(const typename MK::ParamsType& p, const LaunchArgs& a, int64_t k, int blocks,
+                                          cudaStream_t stream) {
+  launch_entry<MK, kThreads><<<blocks, kThreads, 0, stream>>>(p, a, k);
   return cudaGetLastError();
 }
 

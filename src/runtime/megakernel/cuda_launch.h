@@ -17,9 +17,10 @@ struct CudaLaunch {
   // The megakernel under a schedule other than kKernels.
   static cudaError_t launch(const typename MK::ParamsType& p, const LaunchArgs& a, int blocks, Schedule schedule,
                             cudaStream_t stream);
-  // Kernels mode: one ordinary launch running the tiles of one task group.
-  static cudaError_t launch_group(const typename MK::ParamsType& p, const LaunchArgs& a, int group, int blocks,
-                                  cudaStream_t stream);
+  // Kernels mode: ordinary launch k of MK::launches(p), running the tiles of one task group
+  // (of one layer, for a layered group).
+  static cudaError_t launch_kernel(const typename MK::ParamsType& p, const LaunchArgs& a, int64_t k, int blocks,
+                                   cudaStream_t stream);
 };
 
 }  // namespace evt::mk

@@ -72,14 +72,15 @@ std::string describe_failure(const ErrorRecord& r) {
 // released them; every other task must run. `counters` reads an event's counters (host copies
 // for the CUDA backend). Names the first element that never fired when tasks are missing.
 template <class MK, class ReadCounters>
-Status check_dynamic_completion(const ParamsOf<MK>& p, Schedule schedule, const SchedulerState& s,
+Status check_dynamic_completion(const ParamsOf<MK>& p, Schedule schedule, int workers, const SchedulerState& s,
                                 ReadCounters&& counters) {
   if (schedule != kDynamic && schedule != kPerGroup) return Status();
   int64_t expected = static_cast<int64_t>(s.range_released);
   for (int g = 0; g < MK::num_groups; ++g) {
     if (runs_dynamic(schedule, MK::dynamic_group(g)) && !MK::range_triggered(g)) expected += MK::tiles(p, g);
   }
-  const int64_t finished = static_cast<int64_t>(s.finished);
+  // Under per-group scheduling each worker also counted itself through its static tasks.
+  const int64_t finished = static_cast<int64_t>(s.finished) - (schedule == kPerGroup ? workers : 0);
   if (finished == expected) return Status();
   std::string msg = fmt::format("megakernel failed: the dynamic launch ended with {} of {} tasks run", finished, expected);
   for (int e = 0; e < MK::num_events; ++e) {
@@ -191,8 +192,8 @@ class CpuMegakernel {
       for (auto& t : threads) t.join();
     };
     if (o.schedule == kKernels) {
-      for (int k = 0; k < MK::num_groups; ++k) {
-        launch([&](CpuWorker& w) { MK::run_one_group(w, p, a, MK::launch_order(k)); });
+      for (int64_t k = 0; k < MK::launches(p); ++k) {
+        launch([&](CpuWorker& w) { MK::run_one_launch(w, p, a, k); });
       }
     } else {
       launch([&](CpuWorker& w) {
@@ -205,7 +206,7 @@ class CpuMegakernel {
     }
     trace_ = o.trace ? decode_trace(trace_words, o.workers, f.tasks) : std::vector<TraceEvent>{};
     if (a.state->abort != 0) return Status::error(describe_failure<MK>(a.state->error));
-    return check_dynamic_completion<MK>(p, o.schedule, *a.state, [&](int e) {
+    return check_dynamic_completion<MK>(p, o.schedule, o.workers, *a.state, [&](int e) {
       return std::vector<uint64_t>(p.counters[e], p.counters[e] + f.elements[e]);
     });
   }

@@ -82,9 +82,10 @@ struct SchedulerState {
   alignas(128) uint64_t abort;  // 1 once a worker failed
   alignas(128) uint64_t queue_tail;      // tasks pushed (dynamic)
   alignas(128) uint64_t queue_head;
-  alignas(128) uint64_t finished;        // tasks finished (dynamic)
+  // Dynamic: tasks finished, plus (per-group) the workers through their static tasks.
+  alignas(128) uint64_t finished;
   alignas(128) uint64_t range_released;  // tiles released by range triggers (dynamic)
-  alignas(128) uint64_t static_done;     // workers through their static tasks (per-group)
+  alignas(128) uint64_t done;            // 1 once nothing is left to run (dynamic): idle workers exit
   alignas(128) ErrorRecord error;
 };
 
@@ -237,6 +238,12 @@ EVT_HD void push_task(W& w, const LaunchArgs& a, int64_t task) {
   push_tasks(w, a, 1, [task](int64_t) { return task; });
 }
 
+// Whether `finished` counts every source, pushed task and static worker (see count_finished).
+template <class W>
+EVT_HD bool all_finished(W& w, const LaunchArgs& a, uint64_t finished, int64_t sources, int64_t static_workers) {
+  return finished == static_cast<uint64_t>(sources + static_workers) + w.load_acquire(&a.state->queue_tail);
+}
+
 // A ticket whose task is ready or being pushed, or -1 when none is: never waits.
 template <class W>
 EVT_HD int64_t try_take_ticket(W& w, const LaunchArgs& a, int64_t sources) {
@@ -261,22 +268,28 @@ EVT_HD int64_t ticket_task(W& w, const LaunchArgs& a, int64_t sources, int64_t s
     const uint64_t v = slot ? w.load_acquire(slot) : 0;
     if (v != 0) return static_cast<int64_t>(v) - 1;
     w.pause();
-    if ((++spins & 15) != 0) continue;
-    // Over when every source and pushed task has finished: nothing is left to push anything.
-    // Polled only now and then: these counters are shared by every idle worker.
-    const uint64_t finished = w.load_acquire(&a.state->finished);
-    const uint64_t pushed = w.load_acquire(&a.state->queue_tail);
-    if (finished == static_cast<uint64_t>(sources) + pushed &&
-        w.load_acquire(&a.state->static_done) >= static_cast<uint64_t>(static_workers)) {
-      return -1;
-    }
-    if ((spins & 63) != 0) continue;
-    if (aborted(w, a)) return -1;
+    if ((++spins & 3) != 0) continue;
+    // These flags are written once, so polling them costs the workers that count and push nothing
+    // (polling the counters themselves slowed every push and count down).
+    if (w.load_acquire(&a.state->done) != 0 || aborted(w, a)) return -1;
+    if ((spins & 1023) != 0) continue;
+    // A launch with nothing to count ends here: no task sets the flag.
+    if (all_finished(w, a, w.load_acquire(&a.state->finished), sources, static_workers)) return -1;
     if (static_cast<int64_t>(w.now_ns() - start) > a.spin_limit_ns) {
       fail(w, a, ErrorKind::kQueueTimeout, -1, nullptr, 0, -1, ticket, 0);
       return -1;
     }
   }
+}
+
+// Counts one finished task, or one worker through its static tasks (per-group scheduling). The
+// count that reaches every source, pushed task and static worker ends the launch. It cannot come
+// early: a task still running is a source or was pushed, by a task that either finished (its
+// count, acquired here, makes the push visible) or is still running itself, and so on back to
+// a source or a static worker that has not counted yet.
+template <class W>
+EVT_HD void count_finished(W& w, const LaunchArgs& a, int64_t sources, int64_t static_workers) {
+  if (all_finished(w, a, arrive(w, &a.state->finished), sources, static_workers)) w.store_release(&a.state->done, 1);
 }
 
 // The next task for this worker, or -1 when the launch is over (or aborted). Leader only.

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 
+#include "megakernels/layered_stack.h"
 #include "megakernels/moe_routed.h"
 #include "megakernels/splitk.h"
 #include "megakernels/splitk_wrong_count.h"
@@ -63,23 +64,30 @@ const auto kModes = ::testing::Values(Mode{mk::kStatic}, Mode{mk::kDynamic}, Mod
                                       Mode{mk::kPerGroup}, Mode{mk::kPerGroup, false, true}, Mode{mk::kKernels},
                                       Mode{mk::kKernels, true});
 
+std::vector<ir::Binding> bindings_of(const std::string& dim, const std::vector<int64_t>& values) {
+  std::vector<ir::Binding> bindings;
+  for (int64_t v : values) bindings.push_back({{dim, v}});
+  return bindings;
+}
+
 template <class MK>
-void check_against_executor(const std::string& path, Mode mode, uint64_t seed, const std::string& dim = "B") {
-  const ir::Graph g = testing::compiled_graph(path, {{dim, 17}});
+void check_against_executor(const std::string& path, Mode mode, const std::vector<ir::Binding>& bindings) {
+  const ir::Graph g = testing::compiled_graph(path, bindings.front());
   auto kernel = mk::CudaMegakernel<MK>::create();
   ASSERT_TRUE(kernel.ok()) << kernel.status().message();
   cudaStream_t stream;
   ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
-  for (int64_t b : testing::shuffled_bindings(seed)) {
-    SCOPED_TRACE(::testing::Message() << path << " " << dim << "=" << b << " " << mode);
-    auto tg = ir::instantiate(g, {{dim, b}});
+  for (size_t k = 0; k < bindings.size(); ++k) {
+    SCOPED_TRACE(::testing::Message() << path << " " << ir::binding_str(bindings[k]) << " " << mode);
+    auto tg = ir::instantiate(g, bindings[k]);
     ASSERT_TRUE(tg.ok()) << tg.status().message();
-    auto expected = testing::seeded_store(*tg, b);
+    auto expected = testing::seeded_store(*tg, k);
     ASSERT_TRUE(runtime::cpu::execute_serial(*tg, kernels::Registry::builtins(), *expected).ok());
 
-    auto store = testing::seeded_store(*tg, b);
+    auto store = testing::seeded_store(*tg, k);
     DeviceBuffers device(*store, g.buffers.size());
-    const int64_t dims[] = {b};
+    std::vector<int64_t> dims;
+    for (int d = 0; d < MK::num_dims; ++d) dims.push_back(bindings[k].at(MK::dim_name(d)));
     auto params = mk::make_params<MK>(dims, device.pointers());
     ASSERT_TRUE(params.ok()) << params.status().message();
     Status run = (*kernel)->run(*params, {.schedule = mode.schedule, .early_push = mode.early_push,
@@ -94,20 +102,35 @@ void check_against_executor(const std::string& path, Mode mode, uint64_t seed, c
 
 class SplitK : public ::testing::TestWithParam<Mode> {};
 TEST_P(SplitK, MatchesExecutor) {
-  check_against_executor<generated::splitk::Megakernel>(testing::example_path("splitk.evt"), GetParam(), 1);
+  check_against_executor<generated::splitk::Megakernel>(testing::example_path("splitk.evt"), GetParam(),
+                                                        bindings_of("B", testing::shuffled_bindings(1)));
 }
 class Moe : public ::testing::TestWithParam<Mode> {};
 TEST_P(Moe, MatchesExecutor) {
-  check_against_executor<generated::moe_routed::Megakernel>(testing::example_path("moe_routed.evt"), GetParam(), 2);
+  check_against_executor<generated::moe_routed::Megakernel>(testing::example_path("moe_routed.evt"), GetParam(),
+                                                            bindings_of("B", testing::shuffled_bindings(2)));
 }
 INSTANTIATE_TEST_SUITE_P(MegakernelGpu, SplitK, kModes);
 INSTANTIATE_TEST_SUITE_P(MegakernelGpu, Moe, kModes);
 class StagedAdd : public ::testing::TestWithParam<Mode> {};
 TEST_P(StagedAdd, PrologueRunsForEveryTask) {
   check_against_executor<generated::staged_add::Megakernel>(testing::test_graph_path("staged_add.evt"),
-                                                            GetParam(), 3, "T");
+                                                            GetParam(), bindings_of("T", testing::shuffled_bindings(3)));
 }
 INSTANTIATE_TEST_SUITE_P(MegakernelGpu, StagedAdd, kModes);
+
+// Layered groups: layer by layer in the static order, one launch per group and layer in the
+// kernels modes, released layer by layer by the dynamic queue.
+class LayeredStack : public ::testing::TestWithParam<Mode> {};
+TEST_P(LayeredStack, MatchesExecutor) {
+  std::vector<ir::Binding> bindings;
+  for (int64_t layers : {3, 1, 36, 0, 64}) {
+    for (int64_t b : {5, 1, 64, 300}) bindings.push_back({{"B", b}, {"L", layers}});
+  }
+  check_against_executor<generated::layered_stack::Megakernel>(testing::example_path("layered_stack.evt"), GetParam(),
+                                                               bindings);
+}
+INSTANTIATE_TEST_SUITE_P(MegakernelGpu, LayeredStack, kModes);
 
 // The graphs mode as vLLM and SGLang run it: each batch is padded up to one of a few captured
 // sizes. Every B in 1..64 replays one of 7 graphs, and its rows equal the CPU executor's.
@@ -122,7 +145,11 @@ TEST(MegakernelGpu, GraphsPadBatchesToBuckets) {
   auto largest = ir::instantiate(g, {{"B", buckets.back()}});
   ASSERT_TRUE(largest.ok());
   DeviceBuffers device(*testing::seeded_store(*largest, 0), g.buffers.size());
-  for (int64_t b : testing::shuffled_bindings(4)) {
+  // The largest bucket first: it sizes the scheduler's arena, which never grows after (growing
+  // it drops the graphs, which point into it).
+  std::vector<int64_t> order = testing::shuffled_bindings(4);
+  order.insert(order.begin(), buckets.back());
+  for (int64_t b : order) {
     SCOPED_TRACE(::testing::Message() << "B=" << b);
     auto tg = ir::instantiate(g, {{"B", b}});
     ASSERT_TRUE(tg.ok()) << tg.status().message();
@@ -180,7 +207,8 @@ TEST(MegakernelGpu, WrongCountTimesOutAndTheGpuStaysUsable) {
   ASSERT_FALSE(d.ok());
   EXPECT_NE(d.message().find("the dynamic launch ended with 20 of 25 tasks run"), std::string::npos) << d.message();
   // The device is fine afterwards: a correct graph runs and matches.
-  check_against_executor<generated::splitk::Megakernel>(testing::example_path("splitk.evt"), Mode{mk::kStatic}, 5);
+  check_against_executor<generated::splitk::Megakernel>(testing::example_path("splitk.evt"), Mode{mk::kStatic},
+                                                        bindings_of("B", testing::shuffled_bindings(5)));
 }
 
 TEST(MegakernelGpu, TraceRecordsEveryTaskOnce) {
