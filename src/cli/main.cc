@@ -5,6 +5,7 @@
 #include "cli/bench_sched.h"
 #include "cli/devices_command.h"
 #include "cli/graph_command.h"
+#include "cli/make_model_command.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"Eventide: an LLM inference engine whose forward step runs as one persistent megakernel,\n"
@@ -12,6 +13,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   evt::cli::add_graph_command(app);
   evt::cli::add_devices_command(app);
+  evt::cli::add_make_model_command(app);
   CLI::App* bench = app.add_subcommand("bench", "Benchmarks, printed as a table and optionally written as JSON");
   bench->require_subcommand(1);
   evt::cli::add_bench_sched_command(*bench);
