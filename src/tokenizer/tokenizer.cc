@@ -25,6 +25,8 @@ Expected<Tokenizer> Tokenizer::load(const std::filesystem::path& tokenizer_json)
   std::vector<std::string> bytes(max_id + 1);
   std::unordered_map<std::string, int32_t> id_by_name;
   std::unordered_map<std::string, int32_t> id_by_bytes;
+  id_by_name.reserve(json.vocab.size() + json.added_tokens.size());
+  id_by_bytes.reserve(json.vocab.size());
   for (auto& [name, id] : json.vocab) {
     std::optional<std::string> token_bytes = byte_level_to_bytes(name);
     if (!token_bytes) return error("{}: model.vocab[{}] is not a byte-level token name", file, quote_name(name));

@@ -43,10 +43,12 @@ Status require_unset(const json& node, const std::string& path, std::initializer
   return {};
 }
 
+bool is_token_id(const json& value) {
+  return value.is_number_integer() && value.get<int64_t>() >= 0 && value.get<int64_t>() <= std::numeric_limits<int32_t>::max();
+}
+
 Expected<int32_t> read_id(const json& value, const std::string& path) {
-  if (!value.is_number_integer() || value.get<int64_t>() < 0 || value.get<int64_t>() > std::numeric_limits<int32_t>::max()) {
-    return error("{} is not a valid token id: {}", path, value.dump());
-  }
+  if (!is_token_id(value)) return error("{} is not a valid token id: {}", path, value.dump());
   return value.get<int32_t>();
 }
 
@@ -59,8 +61,8 @@ Status read_model(const json& model, TokenizerJson& out) {
   if (!vocab || !vocab->is_object()) return error("model.vocab is missing or not an object");
   out.vocab.reserve(vocab->size());
   for (const auto& [name, id] : vocab->items()) {
-    EVT_ASSIGN_OR_RETURN(int32_t value, read_id(id, "model.vocab[" + json(name).dump() + "]"));
-    out.vocab.emplace_back(name, value);
+    if (!is_token_id(id)) return error("model.vocab[{}] is not a valid token id: {}", json(name).dump(), id.dump());
+    out.vocab.emplace_back(name, id.get<int32_t>());
   }
   const json* merges = find(model, "merges");
   if (!merges || !merges->is_array()) return error("model.merges is missing or not an array");
@@ -210,9 +212,11 @@ Status read_document(const json& doc, TokenizerJson& out) {
 Expected<TokenizerJson> read_tokenizer_json(const std::filesystem::path& path) {
   std::ifstream file(path, std::ios::binary);
   if (!file) return error("{}: cannot open", path.string());
+  // Parsing from memory is several times faster than from the stream (Qwen's file is 5 MB).
+  const std::string text{std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
   json doc;
   try {
-    doc = json::parse(file);
+    doc = json::parse(text);
   } catch (const json::parse_error& e) {
     return error("{}: not valid JSON: {}", path.string(), e.what());
   }
