@@ -4,9 +4,9 @@
 // encode(): added tokens are split out first (on the raw text, then, for tokens marked
 // "normalized", on the NFC-normalized rest), the rest is cut by the file's Split regexes and
 // each piece goes through BPE. Input that is not well-formed UTF-8 does not fail: each maximal
-// ill-formed run is encoded as its raw bytes, apart from the text around it, so the tokens'
-// bytes still spell the input exactly (decode() shows those bytes as U+FFFD; Hugging Face
-// itself accepts only valid strings). PCRE2 and ICU only ever see well-formed UTF-8.
+// ill-formed run is encoded as its raw bytes, apart from the text around it, so no byte is lost
+// (decode() shows those bytes as U+FFFD; Hugging Face itself accepts only valid strings).
+// PCRE2 and ICU only ever see well-formed UTF-8.
 //
 // Thread-safe: encode() and decode() may be called concurrently on one Tokenizer.
 

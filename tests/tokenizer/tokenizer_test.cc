@@ -5,9 +5,12 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <thread>
 
 namespace evt::tokenizer {
@@ -73,6 +76,22 @@ TEST(Tokenizer, InvalidUtf8KeepsItsBytes) {
     return ids;
   }());
   EXPECT_EQ(*tok.decode(tok.encode("caf\xc3 ok")), "caf\xEF\xBF\xBD ok");
+}
+
+// Random bytes (fixed seed), mostly ill-formed: encoding never fails and loses no byte. (The
+// Llama-3-style file has no normalizer, which would otherwise change well-formed stretches.)
+TEST(Tokenizer, RandomBytesKeepTheirBytes) {
+  auto loaded = Tokenizer::load(kLlama3Style);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  const Tokenizer& tok = *loaded;
+  std::mt19937 rng(20260522);
+  for (int i = 0; i < 2000; ++i) {
+    std::string input(std::uniform_int_distribution<int>(1, 40)(rng), '\0');
+    for (char& c : input) c = static_cast<char>(std::uniform_int_distribution<int>(0, 255)(rng));
+    // Keep some well-formed stretches too, so that ill-formed bytes sit between real words.
+    if (i % 2) input.insert(input.size() / 2, " the <|eot_id|> 中文 ");
+    ASSERT_EQ(joined_bytes(tok, tok.encode(input)), input) << "random string " << i;
+  }
 }
 
 // Encoding about 1 MB of mixed text must take well under a second (the word cache does most).
