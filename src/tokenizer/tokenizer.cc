@@ -21,6 +21,11 @@ Expected<Tokenizer> Tokenizer::load(const std::filesystem::path& tokenizer_json)
   int32_t max_id = -1;
   for (const auto& [name, id] : json.vocab) max_id = std::max(max_id, id);
   for (const AddedToken& token : json.added_tokens) max_id = std::max(max_id, token.id);
+  // Tables are indexed by id; a stray huge id must be an error, not a gigabyte allocation.
+  const std::size_t token_count = json.vocab.size() + json.added_tokens.size();
+  if (static_cast<std::size_t>(max_id) >= 2 * token_count + 1024) {
+    return error("{}: token id {} is far beyond the {} tokens the file has", file, max_id, token_count);
+  }
   std::vector<std::string> names(max_id + 1);
   std::vector<std::string> bytes(max_id + 1);
   std::unordered_map<std::string, int32_t> id_by_name;

@@ -175,6 +175,8 @@ TEST_F(LoadErrorTest, NamesTheJsonPath) {
   EXPECT_EQ(load_error([](json& d) { d["decoder"] = {{"type", "WordPiece"}}; }),
             "decoder.type \"WordPiece\" is not supported (only ByteLevel)");
   EXPECT_EQ(load_error([](json& d) { d["added_tokens"][0]["id"] = "x"; }), "added_tokens[0].id is not a valid token id: \"x\"");
+  EXPECT_EQ(load_error([](json& d) { d["added_tokens"][0]["id"] = 2000000000; }),
+            "token id 2000000000 is far beyond the 6011 tokens the file has");
   EXPECT_EQ(load_error([](json& d) { d["post_processor"]["processors"][1]["special_tokens"] = json::object(); }),
             "post_processor.processors[1].single[0] names no entry of post_processor.processors[1].special_tokens");
 }
