@@ -41,6 +41,7 @@ How
     identical tokens and logits, and re-reads logits.safetensors.
 """
 import argparse
+import copy
 import json
 import math
 import os
@@ -166,6 +167,14 @@ def make_model(spec, seed):
     return model
 
 
+def params_to_bf16(model):
+    """Cast the parameters only. model.to(bfloat16) would also round the RoPE inv_freq buffer, which HF keeps
+    in float32 when it loads a bf16 checkpoint (and which no engine should round)."""
+    for p in model.parameters():
+        p.data = p.data.to(torch.bfloat16)
+    return model
+
+
 def gen_config(**extra):
     return GenerationConfig(do_sample=False, num_beams=1, max_new_tokens=NEW_TOKENS, eos_token_id=None,
                             pad_token_id=0, bos_token_id=None, use_cache=True, **extra)
@@ -208,7 +217,8 @@ def evaluate(spec, seed, prompts):
     # HF itself in bf16 (weights and activations bf16; CPU matmuls accumulate in fp32), teacher-forced on the
     # float32 greedy sequence: the max logit error at the generated positions, and the error on the margin
     # (bf16 logit of the float32 top1 minus the bf16 max over the other tokens); and free-running bf16 greedy.
-    m16 = make_model(spec, seed).to(torch.bfloat16)
+    m16 = params_to_bf16(make_model(spec, seed))
+    assert m16.model.rotary_emb.inv_freq.dtype == torch.float32
     err, gap_err, bf16_same = 0.0, 0.0, True
     for p, (new, lg) in zip(prompts, runs):
         b = teacher_forced(m16, p + new)[len(p) - 1:-1]
@@ -294,8 +304,8 @@ def write_fixture(out_dir, name, index, spec):
         shutil.rmtree(d)
     d.mkdir(parents=True)
     model.generation_config = gen_config()
-    model.to(torch.bfloat16).save_pretrained(d, safe_serialization=True)
-    model.to(torch.float32)
+    params_to_bf16(copy.deepcopy(model)).save_pretrained(d, safe_serialization=True)
+    assert model.model.rotary_emb.inv_freq.dtype == torch.float32 and model.dtype == torch.float32
 
     all_logits = torch.cat([lg for _, lg in res["runs"]])
     logits_file = {}
