@@ -15,32 +15,30 @@
 #include "megakernels/splitk.h"
 #include "megakernels/splitk_wrong_count.h"
 #include "megakernels/staged_add.h"
+#include "random_graphs.h"
 #include "runtime/megakernel/instance.h"
 #include "support/graph_fixtures.h"
 
 namespace evt {
 namespace {
 
-// Runs `graph` through the CPU executor and through megakernel MK for each B, in `order`.
+// Runs the compiled graph `g` through the CPU executor and through megakernel MK for each binding,
+// in order, on one instance.
 template <class MK>
-void check_against_executor(const std::string& example, const std::vector<int64_t>& order, mk::Schedule schedule,
-                            const std::string& dim = "B") {
-  const ir::Graph g = testing::compiled_graph(example, {{dim, 17}});
+void check_against_executor(const ir::Graph& g, const std::vector<ir::Binding>& bindings, mk::Schedule schedule) {
   mk::CpuMegakernel<MK> kernel;
-  for (size_t k = 0; k < order.size(); ++k) {
-    const int64_t b = order[k];
-    SCOPED_TRACE(::testing::Message() << example << " B=" << b << " schedule " << schedule);
-    auto tg = ir::instantiate(g, {{dim, b}});
+  for (size_t k = 0; k < bindings.size(); ++k) {
+    SCOPED_TRACE(::testing::Message() << g.name << " " << ir::binding_str(bindings[k]) << " schedule " << schedule);
+    auto tg = ir::instantiate(g, bindings[k]);
     ASSERT_TRUE(tg.ok()) << tg.status().message();
-    auto expected = testing::seeded_store(*tg, b);
+    auto expected = testing::seeded_store(*tg, k);
     auto serial = runtime::cpu::execute_serial(*tg, kernels::Registry::builtins(), *expected);
     ASSERT_TRUE(serial.ok()) << serial.status().message();
 
-    auto store = testing::seeded_store(*tg, b);
+    auto store = testing::seeded_store(*tg, k);
     std::vector<void*> buffers;
     for (size_t i = 0; i < g.buffers.size(); ++i) buffers.push_back(store->mutable_bytes(static_cast<int>(i)).data());
-    const int64_t dims[] = {b};
-    auto params = mk::make_params<MK>(dims, buffers);
+    auto params = mk::make_params<MK>(testing::dim_values(g, bindings[k]), buffers);
     ASSERT_TRUE(params.ok()) << params.status().message();
     Status run = kernel.run(*params, {.workers = 1 + static_cast<int>(k % 4), .schedule = schedule});
     ASSERT_TRUE(run.ok()) << run.message();
@@ -49,10 +47,18 @@ void check_against_executor(const std::string& example, const std::vector<int64_
   }
 }
 
+// A shipped or test graph file, verified for B = 17 (or its one dim `dim`), run for 1..64 shuffled.
+template <class MK>
+void check_file_against_executor(const std::string& path, uint64_t seed, mk::Schedule schedule,
+                                 const std::string& dim = "B") {
+  check_against_executor<MK>(testing::compiled_graph(path, {{dim, 17}}),
+                             testing::bindings_of(dim, testing::shuffled_bindings(seed)), schedule);
+}
+
 class SplitK : public ::testing::TestWithParam<mk::Schedule> {};
 TEST_P(SplitK, MatchesExecutor) {
-  check_against_executor<generated::splitk::Megakernel>(testing::example_path("splitk.evt"),
-                                                        testing::shuffled_bindings(GetParam() + 1), GetParam());
+  check_file_against_executor<generated::splitk::Megakernel>(testing::example_path("splitk.evt"), GetParam() + 1,
+                                                             GetParam());
 }
 INSTANTIATE_TEST_SUITE_P(MegakernelCpu, SplitK, ::testing::Values(mk::kStatic, mk::kDynamic, mk::kKernels, mk::kPerGroup));
 
@@ -60,8 +66,8 @@ INSTANTIATE_TEST_SUITE_P(MegakernelCpu, SplitK, ::testing::Values(mk::kStatic, m
 // binding runs on one worker, so combine's static wait must run the expert tasks itself (Help).
 class Moe : public ::testing::TestWithParam<mk::Schedule> {};
 TEST_P(Moe, MatchesExecutor) {
-  check_against_executor<generated::moe_routed::Megakernel>(testing::example_path("moe_routed.evt"), testing::shuffled_bindings(GetParam() + 7),
-                                                            GetParam());
+  check_file_against_executor<generated::moe_routed::Megakernel>(testing::example_path("moe_routed.evt"), GetParam() + 7,
+                                                                 GetParam());
 }
 INSTANTIATE_TEST_SUITE_P(MegakernelCpu, Moe, ::testing::Values(mk::kStatic, mk::kDynamic, mk::kKernels, mk::kPerGroup));
 
@@ -69,10 +75,30 @@ INSTANTIATE_TEST_SUITE_P(MegakernelCpu, Moe, ::testing::Values(mk::kStatic, mk::
 // prologue, or running it after the body, leaves poison in the result.
 class StagedAdd : public ::testing::TestWithParam<mk::Schedule> {};
 TEST_P(StagedAdd, PrologueRunsForEveryTask) {
-  check_against_executor<generated::staged_add::Megakernel>(testing::test_graph_path("staged_add.evt"),
-                                                            testing::shuffled_bindings(11), GetParam(), "T");
+  check_file_against_executor<generated::staged_add::Megakernel>(testing::test_graph_path("staged_add.evt"), 11,
+                                                                 GetParam(), "T");
 }
 INSTANTIATE_TEST_SUITE_P(MegakernelCpu, StagedAdd, ::testing::Values(mk::kStatic, mk::kDynamic, mk::kKernels, mk::kPerGroup));
+
+// Random graphs written at build time from fixed seeds (support/random_graph.h), every schedule:
+// every task hashes the values of the tasks it depends on, and one read before its write leaves
+// a mark, so both a wrong result and an early start differ from the serial run.
+template <class G>
+class RandomGraph : public ::testing::Test {};
+struct SeedName {
+  template <class G>
+  static std::string GetName(int) {
+    return "random" + std::to_string(G::kSeed);
+  }
+};
+TYPED_TEST_SUITE(RandomGraph, testing::random_graphs::All<::testing::Types>, SeedName);
+TYPED_TEST(RandomGraph, EveryScheduleMatchesExecutor) {
+  const auto bindings = testing::build_time_bindings();
+  const ir::Graph g = testing::compiled(testing::build_time_graph(TypeParam::kSeed), bindings);
+  for (mk::Schedule schedule : {mk::kStatic, mk::kDynamic, mk::kKernels, mk::kPerGroup}) {
+    check_against_executor<typename TypeParam::Megakernel>(g, bindings, schedule);
+  }
+}
 
 // Bound spins: a wrong count (verifier bypassed at codegen) stops the launch with a record.
 Status run_wrong_count(mk::CpuMegakernel<generated::splitk_wrong_count::Megakernel>& kernel, int64_t b,

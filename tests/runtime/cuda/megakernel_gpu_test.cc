@@ -9,6 +9,7 @@
 #include "megakernels/splitk.h"
 #include "megakernels/splitk_wrong_count.h"
 #include "megakernels/staged_add.h"
+#include "random_graphs.h"
 #include "runtime/megakernel/cuda_instance.h"
 #include "support/graph_fixtures.h"
 
@@ -42,25 +43,26 @@ class DeviceBuffers {
   std::vector<void*> pointers_;
 };
 
+// Runs the compiled graph `g` through the CPU executor and through megakernel MK on the device for
+// each binding, in order, on one instance.
 template <class MK>
-void check_against_executor(const std::string& path, mk::Schedule schedule, uint64_t seed, bool cuda_graph = false,
-                            const std::string& dim = "B") {
-  const ir::Graph g = testing::compiled_graph(path, {{dim, 17}});
+void check_against_executor(const ir::Graph& g, const std::vector<ir::Binding>& bindings, mk::Schedule schedule,
+                            bool cuda_graph = false) {
   auto kernel = mk::CudaMegakernel<MK>::create();
   ASSERT_TRUE(kernel.ok()) << kernel.status().message();
   cudaStream_t stream;
   ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
-  for (int64_t b : testing::shuffled_bindings(seed)) {
-    SCOPED_TRACE(::testing::Message() << path << " " << dim << "=" << b << " schedule " << schedule << (cuda_graph ? " graph" : ""));
-    auto tg = ir::instantiate(g, {{dim, b}});
+  for (size_t k = 0; k < bindings.size(); ++k) {
+    SCOPED_TRACE(::testing::Message() << g.name << " " << ir::binding_str(bindings[k]) << " schedule " << schedule
+                                      << (cuda_graph ? " graph" : ""));
+    auto tg = ir::instantiate(g, bindings[k]);
     ASSERT_TRUE(tg.ok()) << tg.status().message();
-    auto expected = testing::seeded_store(*tg, b);
+    auto expected = testing::seeded_store(*tg, k);
     ASSERT_TRUE(runtime::cpu::execute_serial(*tg, kernels::Registry::builtins(), *expected).ok());
 
-    auto store = testing::seeded_store(*tg, b);
+    auto store = testing::seeded_store(*tg, k);
     DeviceBuffers device(*store, g.buffers.size());
-    const int64_t dims[] = {b};
-    auto params = mk::make_params<MK>(dims, device.pointers());
+    auto params = mk::make_params<MK>(testing::dim_values(g, bindings[k]), device.pointers());
     ASSERT_TRUE(params.ok()) << params.status().message();
     Status run = (*kernel)->run(*params, {.schedule = schedule, .cuda_graph = cuda_graph, .stream = stream});
     ASSERT_TRUE(run.ok()) << run.message();
@@ -71,6 +73,14 @@ void check_against_executor(const std::string& path, mk::Schedule schedule, uint
   cudaStreamDestroy(stream);
 }
 
+// A shipped or test graph file, verified for B = 17 (or its one dim `dim`), run for 1..64 shuffled.
+template <class MK>
+void check_file_against_executor(const std::string& path, mk::Schedule schedule, uint64_t seed, bool cuda_graph = false,
+                                 const std::string& dim = "B") {
+  check_against_executor<MK>(testing::compiled_graph(path, {{dim, 17}}),
+                             testing::bindings_of(dim, testing::shuffled_bindings(seed)), schedule, cuda_graph);
+}
+
 // Exec modes: the megakernel (static, dynamic), kernels, and kernels replayed from CUDA graphs.
 struct Mode {
   mk::Schedule schedule;
@@ -78,23 +88,44 @@ struct Mode {
 };
 class SplitK : public ::testing::TestWithParam<Mode> {};
 TEST_P(SplitK, MatchesExecutor) {
-  check_against_executor<generated::splitk::Megakernel>(testing::example_path("splitk.evt"), GetParam().schedule, 1, GetParam().cuda_graph);
+  check_file_against_executor<generated::splitk::Megakernel>(testing::example_path("splitk.evt"), GetParam().schedule, 1, GetParam().cuda_graph);
 }
 class Moe : public ::testing::TestWithParam<Mode> {};
 TEST_P(Moe, MatchesExecutor) {
-  check_against_executor<generated::moe_routed::Megakernel>(testing::example_path("moe_routed.evt"), GetParam().schedule, 2,
+  check_file_against_executor<generated::moe_routed::Megakernel>(testing::example_path("moe_routed.evt"), GetParam().schedule, 2,
                                                             GetParam().cuda_graph);
 }
-const auto kModes = ::testing::Values(Mode{mk::kStatic, false}, Mode{mk::kDynamic, false}, Mode{mk::kPerGroup, false},
-                                      Mode{mk::kKernels, false}, Mode{mk::kKernels, true});
+const Mode kAllModes[] = {{mk::kStatic, false}, {mk::kDynamic, false}, {mk::kPerGroup, false}, {mk::kKernels, false},
+                         {mk::kKernels, true}};
+const auto kModes = ::testing::ValuesIn(kAllModes);
 INSTANTIATE_TEST_SUITE_P(MegakernelGpu, SplitK, kModes);
 INSTANTIATE_TEST_SUITE_P(MegakernelGpu, Moe, kModes);
 class StagedAdd : public ::testing::TestWithParam<Mode> {};
 TEST_P(StagedAdd, PrologueRunsForEveryTask) {
-  check_against_executor<generated::staged_add::Megakernel>(testing::test_graph_path("staged_add.evt"),
+  check_file_against_executor<generated::staged_add::Megakernel>(testing::test_graph_path("staged_add.evt"),
                                                             GetParam().schedule, 3, GetParam().cuda_graph, "T");
 }
 INSTANTIATE_TEST_SUITE_P(MegakernelGpu, StagedAdd, kModes);
+
+// Random graphs written at build time from fixed seeds (support/random_graph.h), in every exec
+// mode: a wrong result or an early start (a dependency read before its write) differs from the
+// serial run.
+template <class G>
+class RandomGraph : public ::testing::Test {};
+struct SeedName {
+  template <class G>
+  static std::string GetName(int) {
+    return "random" + std::to_string(G::kSeed);
+  }
+};
+TYPED_TEST_SUITE(RandomGraph, testing::random_graphs::All<::testing::Types>, SeedName);
+TYPED_TEST(RandomGraph, EveryModeMatchesExecutor) {
+  const auto bindings = testing::build_time_bindings();
+  const ir::Graph g = testing::compiled(testing::build_time_graph(TypeParam::kSeed), bindings);
+  for (const Mode& mode : kAllModes) {
+    check_against_executor<typename TypeParam::Megakernel>(g, bindings, mode.schedule, mode.cuda_graph);
+  }
+}
 
 using WrongCount = generated::splitk_wrong_count::Megakernel;
 
@@ -126,7 +157,7 @@ TEST(MegakernelGpu, WrongCountTimesOutAndTheGpuStaysUsable) {
   ASSERT_FALSE(d.ok());
   EXPECT_NE(d.message().find("the dynamic launch ended with 20 of 25 tasks run"), std::string::npos) << d.message();
   // The device is fine afterwards: a correct graph runs and matches.
-  check_against_executor<generated::splitk::Megakernel>(testing::example_path("splitk.evt"), mk::kStatic, 5);
+  check_file_against_executor<generated::splitk::Megakernel>(testing::example_path("splitk.evt"), mk::kStatic, 5);
 }
 
 TEST(MegakernelGpu, TraceRecordsEveryTaskOnce) {
