@@ -85,13 +85,7 @@ INSTANTIATE_TEST_SUITE_P(MegakernelCpu, StagedAdd, ::testing::Values(mk::kStatic
 // a mark, so both a wrong result and an early start differ from the serial run.
 template <class G>
 class RandomGraph : public ::testing::Test {};
-struct SeedName {
-  template <class G>
-  static std::string GetName(int) {
-    return "random" + std::to_string(G::kSeed);
-  }
-};
-TYPED_TEST_SUITE(RandomGraph, testing::random_graphs::All<::testing::Types>, SeedName);
+TYPED_TEST_SUITE(RandomGraph, testing::random_graphs::All<::testing::Types>, testing::SeedName);
 TYPED_TEST(RandomGraph, EveryScheduleMatchesExecutor) {
   const auto bindings = testing::build_time_bindings();
   const ir::Graph g = testing::compiled(testing::build_time_graph(TypeParam::kSeed), bindings);

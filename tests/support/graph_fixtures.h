@@ -104,6 +104,14 @@ inline std::vector<int64_t> dim_values(const ir::Graph& g, const ir::Binding& bi
   return v;
 }
 
+// Names the typed tests of the build-time random graphs (random_graphs.h) after their seeds.
+struct SeedName {
+  template <class G>
+  static std::string GetName(int) {
+    return "random" + std::to_string(G::kSeed);
+  }
+};
+
 // A traced launch recorded each of its `tasks` tasks exactly once, in time order, on a valid worker.
 inline void expect_each_task_traced_once(const std::vector<mk::TraceEvent>& trace, size_t tasks, int workers) {
   ASSERT_EQ(trace.size(), tasks);

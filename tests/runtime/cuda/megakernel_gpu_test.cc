@@ -112,13 +112,7 @@ INSTANTIATE_TEST_SUITE_P(MegakernelGpu, StagedAdd, kModes);
 // serial run.
 template <class G>
 class RandomGraph : public ::testing::Test {};
-struct SeedName {
-  template <class G>
-  static std::string GetName(int) {
-    return "random" + std::to_string(G::kSeed);
-  }
-};
-TYPED_TEST_SUITE(RandomGraph, testing::random_graphs::All<::testing::Types>, SeedName);
+TYPED_TEST_SUITE(RandomGraph, testing::random_graphs::All<::testing::Types>, testing::SeedName);
 TYPED_TEST(RandomGraph, EveryModeMatchesExecutor) {
   const auto bindings = testing::build_time_bindings();
   const ir::Graph g = testing::compiled(testing::build_time_graph(TypeParam::kSeed), bindings);
