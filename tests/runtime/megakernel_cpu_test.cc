@@ -16,6 +16,7 @@
 #include "megakernels/splitk.h"
 #include "megakernels/splitk_wrong_count.h"
 #include "megakernels/staged_add.h"
+#include "random_graphs.h"
 #include "runtime/megakernel/instance.h"
 #include "support/graph_fixtures.h"
 
@@ -30,25 +31,18 @@ struct Mode {
 std::ostream& operator<<(std::ostream& os, const Mode& m) {
   return os << "schedule " << m.schedule << (m.early_push ? " early push" : "");
 }
-const auto kModes = ::testing::Values(Mode{mk::kStatic}, Mode{mk::kDynamic}, Mode{mk::kDynamic, true}, Mode{mk::kKernels},
-                                      Mode{mk::kPerGroup}, Mode{mk::kPerGroup, true});
+constexpr Mode kAllModes[] = {{mk::kStatic}, {mk::kDynamic}, {mk::kDynamic, true}, {mk::kKernels}, {mk::kPerGroup},
+                              {mk::kPerGroup, true}};
+const auto kModes = ::testing::ValuesIn(kAllModes);
 
-std::vector<ir::Binding> bindings_of(const std::string& dim, const std::vector<int64_t>& values) {
-  std::vector<ir::Binding> bindings;
-  for (int64_t v : values) bindings.push_back({{dim, v}});
-  return bindings;
-}
-
-// Runs `graph` through the CPU executor and through megakernel MK for each binding, in order,
-// from one kernel instance.
+// Runs the compiled graph `g` through the CPU executor and through megakernel MK for each binding,
+// in order, on one instance.
 template <class MK>
-void check_against_executor(const std::string& example, const std::vector<ir::Binding>& bindings, Mode mode) {
-  const ir::Graph g = testing::compiled_graph(example, bindings.front());
+void check_against_executor(const ir::Graph& g, const std::vector<ir::Binding>& bindings, Mode mode) {
   mk::CpuMegakernel<MK> kernel;
   for (size_t k = 0; k < bindings.size(); ++k) {
-    const ir::Binding& binding = bindings[k];
-    SCOPED_TRACE(::testing::Message() << example << " " << ir::binding_str(binding) << " " << mode);
-    auto tg = ir::instantiate(g, binding);
+    SCOPED_TRACE(::testing::Message() << g.name << " " << ir::binding_str(bindings[k]) << " " << mode);
+    auto tg = ir::instantiate(g, bindings[k]);
     ASSERT_TRUE(tg.ok()) << tg.status().message();
     auto expected = testing::seeded_store(*tg, k);
     auto serial = runtime::cpu::execute_serial(*tg, kernels::Registry::builtins(), *expected);
@@ -57,9 +51,7 @@ void check_against_executor(const std::string& example, const std::vector<ir::Bi
     auto store = testing::seeded_store(*tg, k);
     std::vector<void*> buffers;
     for (size_t i = 0; i < g.buffers.size(); ++i) buffers.push_back(store->mutable_bytes(static_cast<int>(i)).data());
-    std::vector<int64_t> dims;
-    for (int d = 0; d < MK::num_dims; ++d) dims.push_back(binding.at(MK::dim_name(d)));
-    auto params = mk::make_params<MK>(dims, buffers);
+    auto params = mk::make_params<MK>(testing::dim_values(g, bindings[k]), buffers);
     ASSERT_TRUE(params.ok()) << params.status().message();
     Status run = kernel.run(*params, {.workers = 1 + static_cast<int>(k % 4), .schedule = mode.schedule,
                                       .early_push = mode.early_push});
@@ -69,10 +61,17 @@ void check_against_executor(const std::string& example, const std::vector<ir::Bi
   }
 }
 
+// A shipped or test graph file, verified for B = 17 (or its one dim `dim`), run for 1..64 shuffled.
+template <class MK>
+void check_file_against_executor(const std::string& path, uint64_t seed, Mode mode, const std::string& dim = "B") {
+  check_against_executor<MK>(testing::compiled_graph(path, {{dim, 17}}),
+                             testing::bindings_of(dim, testing::shuffled_bindings(seed)), mode);
+}
+
 class SplitK : public ::testing::TestWithParam<Mode> {};
 TEST_P(SplitK, MatchesExecutor) {
-  check_against_executor<generated::splitk::Megakernel>(
-      testing::example_path("splitk.evt"), bindings_of("B", testing::shuffled_bindings(GetParam().schedule + 1)), GetParam());
+  check_file_against_executor<generated::splitk::Megakernel>(testing::example_path("splitk.evt"),
+                                                             GetParam().schedule + 1, GetParam());
 }
 INSTANTIATE_TEST_SUITE_P(MegakernelCpu, SplitK, kModes);
 
@@ -80,9 +79,8 @@ INSTANTIATE_TEST_SUITE_P(MegakernelCpu, SplitK, kModes);
 // binding runs on one worker, so combine's static wait must run the expert tasks itself (Help).
 class Moe : public ::testing::TestWithParam<Mode> {};
 TEST_P(Moe, MatchesExecutor) {
-  check_against_executor<generated::moe_routed::Megakernel>(
-      testing::example_path("moe_routed.evt"), bindings_of("B", testing::shuffled_bindings(GetParam().schedule + 7)),
-      GetParam());
+  check_file_against_executor<generated::moe_routed::Megakernel>(testing::example_path("moe_routed.evt"),
+                                                                 GetParam().schedule + 7, GetParam());
 }
 INSTANTIATE_TEST_SUITE_P(MegakernelCpu, Moe, kModes);
 
@@ -90,8 +88,8 @@ INSTANTIATE_TEST_SUITE_P(MegakernelCpu, Moe, kModes);
 // prologue, or running it after the body, leaves poison in the result.
 class StagedAdd : public ::testing::TestWithParam<Mode> {};
 TEST_P(StagedAdd, PrologueRunsForEveryTask) {
-  check_against_executor<generated::staged_add::Megakernel>(testing::test_graph_path("staged_add.evt"),
-                                                            bindings_of("T", testing::shuffled_bindings(11)), GetParam());
+  check_file_against_executor<generated::staged_add::Megakernel>(testing::test_graph_path("staged_add.evt"), 11,
+                                                                 GetParam(), "T");
 }
 INSTANTIATE_TEST_SUITE_P(MegakernelCpu, StagedAdd, kModes);
 
@@ -104,10 +102,22 @@ TEST_P(LayeredStack, MatchesExecutor) {
   for (int64_t layers : {3, 1, 8, 0, 28}) {
     for (int64_t b : {5, 1, 17}) bindings.push_back({{"B", b}, {"L", layers}});
   }
-  check_against_executor<generated::layered_stack::Megakernel>(testing::example_path("layered_stack.evt"), bindings,
-                                                               GetParam());
+  check_against_executor<generated::layered_stack::Megakernel>(
+      testing::compiled_graph(testing::example_path("layered_stack.evt"), bindings.front()), bindings, GetParam());
 }
 INSTANTIATE_TEST_SUITE_P(MegakernelCpu, LayeredStack, kModes);
+
+// Random graphs written at build time from fixed seeds (support/random_graph.h), every schedule:
+// every task hashes the values of the tasks it depends on, and one read before its write leaves
+// a mark, so both a wrong result and an early start differ from the serial run.
+template <class G>
+class RandomGraph : public ::testing::Test {};
+TYPED_TEST_SUITE(RandomGraph, testing::random_graphs::All<::testing::Types>, testing::SeedName);
+TYPED_TEST(RandomGraph, EveryScheduleMatchesExecutor) {
+  const auto bindings = testing::build_time_bindings();
+  const ir::Graph g = testing::compiled(testing::build_time_graph(TypeParam::kSeed), bindings);
+  for (const Mode& mode : kAllModes) check_against_executor<typename TypeParam::Megakernel>(g, bindings, mode);
+}
 
 // Bound spins: a wrong count (verifier bypassed at codegen) stops the launch with a record.
 Status run_wrong_count(mk::CpuMegakernel<generated::splitk_wrong_count::Megakernel>& kernel, int64_t b,

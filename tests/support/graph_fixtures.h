@@ -18,6 +18,7 @@
 #include "ir/tile_graph.h"
 #include "runtime/cpu/executor.h"
 #include "runtime/megakernel/trace.h"
+#include "support/random_graph.h"
 
 namespace evt::testing {
 
@@ -34,15 +35,20 @@ inline std::string test_graph_path(const std::string& name) {
   return source_dir() + "/tests/runtime/graphs/" + name;
 }
 
+// Infers and verifies `g` for `bindings`; fails the test on any error.
+inline ir::Graph compiled(ir::Graph g, const std::vector<ir::Binding>& bindings) {
+  compiler::PassContext ctx{bindings, &kernels::Registry::builtins(), true, {}};
+  Status s = compiler::run_pipeline(g, ctx);
+  EXPECT_TRUE(s.ok()) << g.name << ": " << s.message();
+  return g;
+}
+
 // Loads, infers and verifies a graph file for `binding`; fails the test on any error.
 inline ir::Graph compiled_graph(const std::string& path, const ir::Binding& binding) {
   auto g = ir::load_graph_file(path);
   EXPECT_TRUE(g.ok()) << g.status().message();
   if (!g.ok()) return {};
-  compiler::PassContext ctx{{binding}, &kernels::Registry::builtins(), true, {}};
-  Status s = compiler::run_pipeline(*g, ctx);
-  EXPECT_TRUE(s.ok()) << s.message();
-  return std::move(g).value();
+  return compiled(std::move(g).value(), {binding});
 }
 
 inline ir::Graph compiled_example(const std::string& name, const ir::Binding& binding) {
@@ -59,10 +65,13 @@ inline const kernels::Registry& registry_with_noop() {
   return registry;
 }
 
+// Seeded inputs and poisoned outputs. A graph of `mix` tasks gets its dependency tables and
+// permutations instead (random_graph.h): random indices would make no schedule meaningful.
 inline std::unique_ptr<runtime::cpu::BufferStore> seeded_store(const ir::TileGraph& tg, uint64_t seed) {
   auto store = std::make_unique<runtime::cpu::BufferStore>(tg);
   store->fill_inputs(seed);
   store->poison_outputs();
+  if (runs_mix(tg.graph())) fill_mix_inputs(tg, *store);
   return store;
 }
 
@@ -80,6 +89,28 @@ inline std::vector<int64_t> shuffled_bindings(uint64_t seed) {
   order.push_back(order.front());
   return order;
 }
+
+// `dim` bound to each of `values`.
+inline std::vector<ir::Binding> bindings_of(const std::string& dim, const std::vector<int64_t>& values) {
+  std::vector<ir::Binding> bindings;
+  for (int64_t v : values) bindings.push_back({{dim, v}});
+  return bindings;
+}
+
+// The binding's values in the graph's dim order: a megakernel's dims argument.
+inline std::vector<int64_t> dim_values(const ir::Graph& g, const ir::Binding& binding) {
+  std::vector<int64_t> v;
+  for (const auto& d : g.dims) v.push_back(binding.at(d));
+  return v;
+}
+
+// Names the typed tests of the build-time random graphs (random_graphs.h) after their seeds.
+struct SeedName {
+  template <class G>
+  static std::string GetName(int) {
+    return "random" + std::to_string(G::kSeed);
+  }
+};
 
 // A traced launch recorded each of its `tasks` tasks exactly once, in time order, on a valid worker.
 inline void expect_each_task_traced_once(const std::vector<mk::TraceEvent>& trace, size_t tasks, int workers) {

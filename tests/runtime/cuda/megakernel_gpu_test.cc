@@ -10,6 +10,7 @@
 #include "megakernels/splitk.h"
 #include "megakernels/splitk_wrong_count.h"
 #include "megakernels/staged_add.h"
+#include "random_graphs.h"
 #include "runtime/megakernel/cuda_instance.h"
 #include "support/graph_fixtures.h"
 
@@ -60,25 +61,20 @@ struct Mode {
 std::ostream& operator<<(std::ostream& os, const Mode& m) {
   return os << "schedule " << m.schedule << (m.cuda_graph ? " graph" : "") << (m.early_push ? " early push" : "");
 }
-const auto kModes = ::testing::Values(Mode{mk::kStatic}, Mode{mk::kDynamic}, Mode{mk::kDynamic, false, true},
-                                      Mode{mk::kPerGroup}, Mode{mk::kPerGroup, false, true}, Mode{mk::kKernels},
-                                      Mode{mk::kKernels, true});
+constexpr Mode kAllModes[] = {{mk::kStatic}, {mk::kDynamic}, {mk::kDynamic, false, true}, {mk::kPerGroup},
+                              {mk::kPerGroup, false, true}, {mk::kKernels}, {mk::kKernels, true}};
+const auto kModes = ::testing::ValuesIn(kAllModes);
 
-std::vector<ir::Binding> bindings_of(const std::string& dim, const std::vector<int64_t>& values) {
-  std::vector<ir::Binding> bindings;
-  for (int64_t v : values) bindings.push_back({{dim, v}});
-  return bindings;
-}
-
+// Runs the compiled graph `g` through the CPU executor and through megakernel MK on the device for
+// each binding, in order, on one instance.
 template <class MK>
-void check_against_executor(const std::string& path, Mode mode, const std::vector<ir::Binding>& bindings) {
-  const ir::Graph g = testing::compiled_graph(path, bindings.front());
+void check_against_executor(const ir::Graph& g, Mode mode, const std::vector<ir::Binding>& bindings) {
   auto kernel = mk::CudaMegakernel<MK>::create();
   ASSERT_TRUE(kernel.ok()) << kernel.status().message();
   cudaStream_t stream;
   ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
   for (size_t k = 0; k < bindings.size(); ++k) {
-    SCOPED_TRACE(::testing::Message() << path << " " << ir::binding_str(bindings[k]) << " " << mode);
+    SCOPED_TRACE(::testing::Message() << g.name << " " << ir::binding_str(bindings[k]) << " " << mode);
     auto tg = ir::instantiate(g, bindings[k]);
     ASSERT_TRUE(tg.ok()) << tg.status().message();
     auto expected = testing::seeded_store(*tg, k);
@@ -86,9 +82,7 @@ void check_against_executor(const std::string& path, Mode mode, const std::vecto
 
     auto store = testing::seeded_store(*tg, k);
     DeviceBuffers device(*store, g.buffers.size());
-    std::vector<int64_t> dims;
-    for (int d = 0; d < MK::num_dims; ++d) dims.push_back(bindings[k].at(MK::dim_name(d)));
-    auto params = mk::make_params<MK>(dims, device.pointers());
+    auto params = mk::make_params<MK>(testing::dim_values(g, bindings[k]), device.pointers());
     ASSERT_TRUE(params.ok()) << params.status().message();
     Status run = (*kernel)->run(*params, {.schedule = mode.schedule, .early_push = mode.early_push,
                                           .cuda_graph = mode.cuda_graph, .stream = stream});
@@ -100,22 +94,27 @@ void check_against_executor(const std::string& path, Mode mode, const std::vecto
   cudaStreamDestroy(stream);
 }
 
+// A shipped or test graph file, verified for B = 17 (or its one dim `dim`), run for 1..64 shuffled.
+template <class MK>
+void check_file_against_executor(const std::string& path, Mode mode, uint64_t seed, const std::string& dim = "B") {
+  check_against_executor<MK>(testing::compiled_graph(path, {{dim, 17}}), mode,
+                             testing::bindings_of(dim, testing::shuffled_bindings(seed)));
+}
+
 class SplitK : public ::testing::TestWithParam<Mode> {};
 TEST_P(SplitK, MatchesExecutor) {
-  check_against_executor<generated::splitk::Megakernel>(testing::example_path("splitk.evt"), GetParam(),
-                                                        bindings_of("B", testing::shuffled_bindings(1)));
+  check_file_against_executor<generated::splitk::Megakernel>(testing::example_path("splitk.evt"), GetParam(), 1);
 }
 class Moe : public ::testing::TestWithParam<Mode> {};
 TEST_P(Moe, MatchesExecutor) {
-  check_against_executor<generated::moe_routed::Megakernel>(testing::example_path("moe_routed.evt"), GetParam(),
-                                                            bindings_of("B", testing::shuffled_bindings(2)));
+  check_file_against_executor<generated::moe_routed::Megakernel>(testing::example_path("moe_routed.evt"), GetParam(), 2);
 }
 INSTANTIATE_TEST_SUITE_P(MegakernelGpu, SplitK, kModes);
 INSTANTIATE_TEST_SUITE_P(MegakernelGpu, Moe, kModes);
 class StagedAdd : public ::testing::TestWithParam<Mode> {};
 TEST_P(StagedAdd, PrologueRunsForEveryTask) {
-  check_against_executor<generated::staged_add::Megakernel>(testing::test_graph_path("staged_add.evt"),
-                                                            GetParam(), bindings_of("T", testing::shuffled_bindings(3)));
+  check_file_against_executor<generated::staged_add::Megakernel>(testing::test_graph_path("staged_add.evt"), GetParam(),
+                                                                 3, "T");
 }
 INSTANTIATE_TEST_SUITE_P(MegakernelGpu, StagedAdd, kModes);
 
@@ -127,10 +126,22 @@ TEST_P(LayeredStack, MatchesExecutor) {
   for (int64_t layers : {3, 1, 36, 0, 64}) {
     for (int64_t b : {5, 1, 64, 300}) bindings.push_back({{"B", b}, {"L", layers}});
   }
-  check_against_executor<generated::layered_stack::Megakernel>(testing::example_path("layered_stack.evt"), GetParam(),
-                                                               bindings);
+  check_against_executor<generated::layered_stack::Megakernel>(
+      testing::compiled_graph(testing::example_path("layered_stack.evt"), bindings.front()), GetParam(), bindings);
 }
 INSTANTIATE_TEST_SUITE_P(MegakernelGpu, LayeredStack, kModes);
+
+// Random graphs written at build time from fixed seeds (support/random_graph.h), in every exec
+// mode: a wrong result or an early start (a dependency read before its write) differs from the
+// serial run.
+template <class G>
+class RandomGraph : public ::testing::Test {};
+TYPED_TEST_SUITE(RandomGraph, testing::random_graphs::All<::testing::Types>, testing::SeedName);
+TYPED_TEST(RandomGraph, EveryModeMatchesExecutor) {
+  const auto bindings = testing::build_time_bindings();
+  const ir::Graph g = testing::compiled(testing::build_time_graph(TypeParam::kSeed), bindings);
+  for (const Mode& mode : kAllModes) check_against_executor<typename TypeParam::Megakernel>(g, mode, bindings);
+}
 
 // The graphs mode as vLLM and SGLang run it: each batch is padded up to one of a few captured
 // sizes. Every B in 1..64 replays one of 7 graphs, and its rows equal the CPU executor's.
@@ -207,8 +218,7 @@ TEST(MegakernelGpu, WrongCountTimesOutAndTheGpuStaysUsable) {
   ASSERT_FALSE(d.ok());
   EXPECT_NE(d.message().find("the dynamic launch ended with 20 of 25 tasks run"), std::string::npos) << d.message();
   // The device is fine afterwards: a correct graph runs and matches.
-  check_against_executor<generated::splitk::Megakernel>(testing::example_path("splitk.evt"), Mode{mk::kStatic},
-                                                        bindings_of("B", testing::shuffled_bindings(5)));
+  check_file_against_executor<generated::splitk::Megakernel>(testing::example_path("splitk.evt"), Mode{mk::kStatic}, 5);
 }
 
 TEST(MegakernelGpu, TraceRecordsEveryTaskOnce) {
