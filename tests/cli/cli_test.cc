@@ -2,31 +2,17 @@
 
 #include <gtest/gtest.h>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "ir/text_form.h"
+#include "support/run_binary.h"
 
 namespace {
 
-struct Result {
-  int exit_code;
-  std::string output;  // stdout and stderr
-};
-
-Result run(const std::string& args) {
-  const std::string cmd = std::string(EVT_BINARY) + " " + args + " 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  EXPECT_NE(pipe, nullptr);
-  std::string out;
-  std::array<char, 4096> buf;
-  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) out.append(buf.data(), n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
+using Result = evt::testing::CliResult;
+Result run(const std::string& args) { return evt::testing::run_eventide(args); }
 
 std::string example(const std::string& name) { return std::string(EVT_SOURCE_DIR) + "/examples/" + name; }
 

@@ -4,12 +4,9 @@
 #include "model/make_model.h"
 
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <algorithm>
-#include <array>
 #include <cmath>
-#include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -17,6 +14,7 @@
 #include "model/bf16.h"
 #include "model/presets.h"
 #include "model/weights.h"
+#include "support/run_binary.h"
 #include "test_files.h"
 
 namespace evt::model {
@@ -198,20 +196,8 @@ TEST(Presets, ShortNamesAndArchitecture) {
 
 // --- eventide make-model
 
-struct CliResult {
-  int exit_code;
-  std::string output;
-};
-
-CliResult eventide(const std::string& args) {
-  FILE* pipe = popen((std::string(EVT_BINARY) + " " + args + " 2>&1").c_str(), "r");
-  EXPECT_NE(pipe, nullptr);
-  std::string out;
-  std::array<char, 4096> buf;
-  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) out.append(buf.data(), n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
+using testing::CliResult;
+CliResult eventide(const std::string& args) { return testing::run_eventide(args); }
 
 TEST(MakeModelCli, HelpExplainsEveryFlag) {
   const CliResult r = eventide("make-model --help");
