@@ -196,8 +196,8 @@ TEST(Presets, ShortNamesAndArchitecture) {
 
 // --- eventide make-model
 
-using testing::CliResult;
-CliResult eventide(const std::string& args) { return testing::run_eventide(args); }
+using evt::testing::CliResult;
+CliResult eventide(const std::string& args) { return evt::testing::run_eventide(args); }
 
 TEST(MakeModelCli, HelpExplainsEveryFlag) {
   const CliResult r = eventide("make-model --help");
