@@ -42,11 +42,10 @@ class Emitter {
   // The number of tiles of group g, and of all groups before it (its first task id).
   std::string tiles_expr(size_t g) const { return product_expr(g_.groups[g].tiles); }
   std::string first_task_expr(size_t g) const;
-  // Straight-line code mapping `index` to (group, linear) over the groups in `order`.
-  void emit_decode(const std::vector<int>& order, const std::string& index);
-  // The same over the static order: the groups before the layers, layer after layer the layered
-  // groups' tiles of that layer, then the groups after.
-  void emit_static_decode();
+  // Straight-line code mapping `index` to (group, linear): over the groups in `before`, then
+  // layer after layer over the tiles of that layer of the `layered` groups, then over `after`.
+  void emit_decode(const std::vector<int>& before, const std::vector<int>& layered, const std::vector<int>& after,
+                   const std::string& index);
   // Tiles of a group in one layer (all its tiles if it is not layered).
   std::string layer_tiles_expr(size_t g) const;
   // `EVT_HD inline RET NAME(PARAMS) { switch (KEY) { case i: return value(i); ... } }`.
@@ -206,46 +205,33 @@ std::string Emitter::first_task_expr(size_t g) const {
   return s;
 }
 
-void Emitter::emit_decode(const std::vector<int>& order, const std::string& index) {
-  line("int64_t first = 0, n = 0;");
-  line("(void)n;");
-  for (int g : order) {
-    line(fmt::format("n = {};", tiles_expr(g)));
-    line(fmt::format("if ({} < first + n) {{ group = {}; linear = {} - first; return; }}", index, g, index));
-    line("first += n;");
-  }
-  line("group = -1;");
-  line("linear = -1;");
-}
-
 std::string Emitter::layer_tiles_expr(size_t g) const {
   const auto& tiles = g_.groups[g].tiles;
   if (!g_.groups[g].layered) return tiles_expr(g);
   return product_expr(std::vector<Expr>(tiles.begin() + 1, tiles.end()));
 }
 
-void Emitter::emit_static_decode() {
-  const std::vector<int> before(group_order_.begin(), group_order_.begin() + groups_before_layers_);
-  const std::vector<int> after(group_order_.begin() + groups_before_layers_, group_order_.end());
+void Emitter::emit_decode(const std::vector<int>& before, const std::vector<int>& layered,
+                          const std::vector<int>& after, const std::string& index) {
   auto run_of = [&](const std::vector<int>& groups) {
     for (int g : groups) {
       line(fmt::format("n = {};", tiles_expr(g)));
-      line(fmt::format("if (position < first + n) {{ group = {}; linear = position - first; return; }}", g));
+      line(fmt::format("if ({0} < first + n) {{ group = {1}; linear = {0} - first; return; }}", index, g));
       line("first += n;");
     }
   };
   line("int64_t first = 0, n = 0;");
   line("(void)n;");
   run_of(before);
-  if (!layer_order_.empty()) {
+  if (!layered.empty()) {
     open("{  // the layers: one round of the layered groups' tiles per layer");
     std::string round = "int64_t{0}";
-    for (int g : layer_order_) round += " + " + layer_tiles_expr(g);
+    for (int g : layered) round += " + " + layer_tiles_expr(g);
     line(fmt::format("const int64_t layers = {}, round = {};", expr(layers_, dims_scope()), round));
-    open("if (position < first + layers * round) {");
-    line("const int64_t layer = (position - first) / round;");
-    line("int64_t r = (position - first) % round;");
-    for (int g : layer_order_) {
+    open(fmt::format("if ({} < first + layers * round) {{", index));
+    line(fmt::format("const int64_t layer = ({} - first) / round;", index));
+    line(fmt::format("int64_t r = ({} - first) % round;", index));
+    for (int g : layered) {
       line(fmt::format("n = {};", layer_tiles_expr(g)));
       line(fmt::format("if (r < n) {{ group = {}; linear = layer * n + r; return; }}", g));
       line("r -= n;");
@@ -538,7 +524,7 @@ void Emitter::emit_group_geometry() {
   line("(void)p;");
   std::vector<int> file_order(g_.groups.size());
   for (size_t g = 0; g < file_order.size(); ++g) file_order[g] = static_cast<int>(g);
-  emit_decode(file_order, "task");
+  emit_decode(file_order, {}, {}, "task");
   close();
   emit_switch("int tile_rank(int group)", "group", g_.groups.size(),
               [&](size_t g) { return std::to_string(g_.groups[g].tiles.size()); }, "0");
@@ -562,9 +548,11 @@ void Emitter::emit_group_geometry() {
   line("default: return;");
   close();
   close();
+  // The static order: the groups before the layers, the layered groups layer by layer, the rest.
   open("EVT_HD inline void static_task(const Params& p, int64_t position, int& group, int64_t& linear) {");
   line("(void)p;");
-  emit_static_decode();
+  const auto split = group_order_.begin() + groups_before_layers_;
+  emit_decode({group_order_.begin(), split}, layer_order_, {split, group_order_.end()}, "position");
   close();
   emit_launches();
   // Source tasks: the groups that await nothing, which the dynamic queue starts with.

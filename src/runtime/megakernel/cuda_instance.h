@@ -104,15 +104,12 @@ class CudaMegakernel {
   // Launches without waiting (benchmarks time the stream around this); finish() then waits
   // and reports the launch's error record.
   Status enqueue(ParamsOf<MK> p, const Options& o) {
-    if (o.schedule == kDynamic && !MK::dynamic_supported) return error("this megakernel has no dynamic schedule");
+    EVT_RETURN_IF_ERROR(check_schedule<MK>(o.schedule, o.early_push));
     if (o.cuda_graph && o.schedule != kKernels) return error("CUDA graphs capture the kernels mode only");
     if (o.bucket_dim >= 0) {
       EVT_ASSIGN_OR_RETURN(p, padded_to_bucket(p, o));
     }
     if (o.trace && o.schedule == kKernels) return error("tracing covers the megakernel modes only");
-    if (o.early_push && o.schedule != kDynamic && o.schedule != kPerGroup) {
-      return error("early push needs a dynamic schedule (dynamic or per-group)");
-    }
     const int blocks = o.blocks > 0 ? o.blocks : sms_;
     // Spinning blocks deadlock unless every block of the grid is resident at once.
     if (blocks > max_coresident_blocks()) {

@@ -40,6 +40,16 @@ Expected<ParamsOf<MK>> make_params(std::span<const int64_t> dims, std::span<void
   return p;
 }
 
+// The schedule options every backend checks before a launch.
+template <class MK>
+Status check_schedule(Schedule schedule, bool early_push) {
+  if (schedule == kDynamic && !MK::dynamic_supported) return error("this megakernel has no dynamic schedule");
+  if (early_push && schedule != kDynamic && schedule != kPerGroup) {
+    return error("early push needs a dynamic schedule (dynamic or per-group)");
+  }
+  return Status();
+}
+
 inline const char* error_kind_name(ErrorKind k) {
   switch (k) {
     case ErrorKind::kTimeout: return "wait timed out";
@@ -159,11 +169,8 @@ class CpuMegakernel {
   const std::vector<TraceEvent>& last_trace() const { return trace_; }
 
   Status run(ParamsOf<MK> p, const Options& o) {
-    if (o.schedule == kDynamic && !MK::dynamic_supported) return error("this megakernel has no dynamic schedule");
+    EVT_RETURN_IF_ERROR(check_schedule<MK>(o.schedule, o.early_push));
     if (o.workers < 1) return error("need at least one worker, got {}", o.workers);
-    if (o.early_push && o.schedule != kDynamic && o.schedule != kPerGroup) {
-      return error("early push needs a dynamic schedule (dynamic or per-group)");
-    }
     const Footprint<MK> f(p);
     // Both arenas hold any binding seen so far; growing zeroes them, as a finished launch would.
     if (words_ < f.words) {

@@ -269,8 +269,7 @@ EVT_HD int64_t ticket_task(W& w, const LaunchArgs& a, int64_t sources, int64_t s
     if (v != 0) return static_cast<int64_t>(v) - 1;
     w.pause();
     if ((++spins & 3) != 0) continue;
-    // These flags are written once, so polling them costs the workers that count and push nothing
-    // (polling the counters themselves slowed every push and count down).
+    // Idle workers poll these once-written flags, not the counters every push and count updates.
     if (w.load_acquire(&a.state->done) != 0 || aborted(w, a)) return -1;
     if ((spins & 1023) != 0) continue;
     // A launch with nothing to count ends here: no task sets the flag.

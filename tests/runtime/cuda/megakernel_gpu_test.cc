@@ -68,7 +68,7 @@ const auto kModes = ::testing::ValuesIn(kAllModes);
 // Runs the compiled graph `g` through the CPU executor and through megakernel MK on the device for
 // each binding, in order, on one instance.
 template <class MK>
-void check_against_executor(const ir::Graph& g, Mode mode, const std::vector<ir::Binding>& bindings) {
+void check_against_executor(const ir::Graph& g, const std::vector<ir::Binding>& bindings, Mode mode) {
   auto kernel = mk::CudaMegakernel<MK>::create();
   ASSERT_TRUE(kernel.ok()) << kernel.status().message();
   cudaStream_t stream;
@@ -97,8 +97,8 @@ void check_against_executor(const ir::Graph& g, Mode mode, const std::vector<ir:
 // A shipped or test graph file, verified for B = 17 (or its one dim `dim`), run for 1..64 shuffled.
 template <class MK>
 void check_file_against_executor(const std::string& path, Mode mode, uint64_t seed, const std::string& dim = "B") {
-  check_against_executor<MK>(testing::compiled_graph(path, {{dim, 17}}), mode,
-                             testing::bindings_of(dim, testing::shuffled_bindings(seed)));
+  check_against_executor<MK>(testing::compiled_graph(path, {{dim, 17}}),
+                             testing::bindings_of(dim, testing::shuffled_bindings(seed)), mode);
 }
 
 class SplitK : public ::testing::TestWithParam<Mode> {};
@@ -127,7 +127,7 @@ TEST_P(LayeredStack, MatchesExecutor) {
     for (int64_t b : {5, 1, 64, 300}) bindings.push_back({{"B", b}, {"L", layers}});
   }
   check_against_executor<generated::layered_stack::Megakernel>(
-      testing::compiled_graph(testing::example_path("layered_stack.evt"), bindings.front()), GetParam(), bindings);
+      testing::compiled_graph(testing::example_path("layered_stack.evt"), bindings.front()), bindings, GetParam());
 }
 INSTANTIATE_TEST_SUITE_P(MegakernelGpu, LayeredStack, kModes);
 
@@ -140,7 +140,7 @@ TYPED_TEST_SUITE(RandomGraph, testing::random_graphs::All<::testing::Types>, tes
 TYPED_TEST(RandomGraph, EveryModeMatchesExecutor) {
   const auto bindings = testing::build_time_bindings();
   const ir::Graph g = testing::compiled(testing::build_time_graph(TypeParam::kSeed), bindings);
-  for (const Mode& mode : kAllModes) check_against_executor<typename TypeParam::Megakernel>(g, mode, bindings);
+  for (const Mode& mode : kAllModes) check_against_executor<typename TypeParam::Megakernel>(g, bindings, mode);
 }
 
 // The graphs mode as vLLM and SGLang run it: each batch is padded up to one of a few captured
