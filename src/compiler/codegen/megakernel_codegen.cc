@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "compiler/infer_wait_counts.h"
+#include "ir/text_form.h"
 #include "ir/tile_graph.h"
 #include "kernels/tile_body.h"
 
@@ -437,6 +438,12 @@ void Emitter::emit_prelude() {
   names("kBufferNames", buffers);
   names("kEventNames", events);
   names("kGroupNames", groups);
+  // The graph itself, so the CPU executor can run exactly what was compiled (the spec it is
+  // checked against).
+  line(fmt::format("inline constexpr const char* kGraphText = R\"evt({})evt\";", ir::print_graph(g_)));
+  std::string element_bytes;
+  for (const auto& b : g_.buffers) element_bytes += fmt::format("{}, ", ir::dtype_bytes(b.dtype));
+  line(fmt::format("inline constexpr int kBufferElementBytes[] = {{{}}};", element_bytes.empty() ? "0" : element_bytes));
   std::string runtime;
   for (const auto& e : g_.events) runtime += e.wait.kind == ir::WaitCount::Kind::kRuntime ? "true, " : "false, ";
   line(fmt::format("inline constexpr bool kRuntimeCount[] = {{{}}};", runtime.empty() ? "false" : runtime));
@@ -1268,6 +1275,9 @@ struct Megakernel {
   static const char* group_name(int g) { return kGroupNames[g]; }
   static const char* event_name(int e) { return kEventNames[e]; }
   static const char* dim_name(int d) { return kDimNames[d]; }
+  static const char* buffer_name(int b) { return kBufferNames[b]; }
+  static int buffer_element_bytes(int b) { return kBufferElementBytes[b]; }
+  static const char* graph_text() { return kGraphText; }
   static bool runtime_count(int e) { return kRuntimeCount[e]; }
   static bool early_pushable(int e) { return kEarlyPushable[e]; }
   static void shapes(Params& p) { set_shapes(p); }

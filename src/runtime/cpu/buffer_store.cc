@@ -51,16 +51,28 @@ BufferStore::BufferStore(const ir::TileGraph& tg) : tg_(&tg) {
     numel_.push_back(n);
     const int64_t bytes = n * ir::dtype_bytes(g.buffers[b].dtype);
     storage_.emplace_back((bytes + 7) / 8, 0);
+    data_.push_back(storage_.back().data());
   }
 }
 
+Status BufferStore::bind_external(int buffer, std::span<std::byte> memory) {
+  const ir::Buffer& b = tg_->graph().buffers[buffer];
+  const size_t want = static_cast<size_t>(numel_[buffer] * ir::dtype_bytes(b.dtype));
+  if (memory.size() != want) {
+    return error("buffer {}: external memory holds {} bytes, the binding needs {}", b.name, memory.size(), want);
+  }
+  storage_[buffer] = {};
+  data_[buffer] = memory.data();
+  return Status();
+}
+
 kernels::BufferView BufferStore::view(int buffer) const {
-  return kernels::BufferView{const_cast<uint64_t*>(storage_[buffer].data()), tg_->buffer_shapes()[buffer],
+  return kernels::BufferView{data_[buffer], tg_->buffer_shapes()[buffer],
                              numel_[buffer]};
 }
 
 std::span<const std::byte> BufferStore::bytes(int buffer) const {
-  return {reinterpret_cast<const std::byte*>(storage_[buffer].data()),
+  return {static_cast<const std::byte*>(data_[buffer]),
           static_cast<size_t>(numel_[buffer] * ir::dtype_bytes(tg_->graph().buffers[buffer].dtype))};
 }
 
@@ -76,7 +88,7 @@ void BufferStore::fill_inputs(uint64_t seed) {
     std::mt19937_64 rng(seed * 1000003 + b);
     std::uniform_real_distribution<float> real(-1.0f, 1.0f);
     std::uniform_int_distribution<int64_t> integer(0, 7);
-    void* data = storage_[b].data();
+    void* data = data_[b];
     for (int64_t i = 0; i < numel_[b]; ++i) {
       switch (g.buffers[b].dtype) {
         case ir::DType::kF32: static_cast<float*>(data)[i] = real(rng); break;
@@ -125,8 +137,8 @@ Expected<int64_t> BufferStore::load_index(const std::string& buffer, std::span<c
     linear = linear * shape[k] + index[k];
   }
   switch (g.buffers[b].dtype) {
-    case ir::DType::kI32: return static_cast<const int32_t*>(static_cast<const void*>(storage_[b].data()))[linear];
-    case ir::DType::kI64: return static_cast<const int64_t*>(static_cast<const void*>(storage_[b].data()))[linear];
+    case ir::DType::kI32: return static_cast<const int32_t*>(static_cast<const void*>(data_[b]))[linear];
+    case ir::DType::kI64: return static_cast<const int64_t*>(static_cast<const void*>(data_[b]))[linear];
     default: return error("index buffer {} has dtype {}; index buffers must be i32 or i64", buffer,
                           ir::dtype_name(g.buffers[b].dtype));
   }

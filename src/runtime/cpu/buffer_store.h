@@ -15,6 +15,12 @@ namespace evt::runtime::cpu {
 class BufferStore {
  public:
   explicit BufferStore(const ir::TileGraph& tg);
+  BufferStore(const BufferStore&) = delete;  // data_ points into storage_
+  BufferStore& operator=(const BufferStore&) = delete;
+
+  // Makes `buffer` use caller-owned memory from now on (state that outlives one instance, such
+  // as a KV cache, or data mapped elsewhere). Fails unless `memory` holds the buffer exactly.
+  Status bind_external(int buffer, std::span<std::byte> memory);
 
   kernels::BufferView view(int buffer) const;
   std::span<const std::byte> bytes(int buffer) const;
@@ -38,6 +44,7 @@ class BufferStore {
  private:
   const ir::TileGraph* tg_;
   std::vector<std::vector<uint64_t>> storage_;  // 8-byte aligned
+  std::vector<void*> data_;                     // storage_ or the memory bound by bind_external
   std::vector<int64_t> numel_;
   std::vector<bool> written_;
 };

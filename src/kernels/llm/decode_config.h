@@ -1,0 +1,58 @@
+#pragma once
+// The run-time layout the dense decode graph (src/model/graphs/dense_decode.evt.in) and its tile
+// bodies agree on: what each word of `cfg` holds and which weight each column of `wtab` points
+// to. The host fills both (model/decode_step.h); bodies read them. Tile sizes live here, not in
+// the compiled kernel, so a tuning table can change them per batch without recompiling.
+
+#include <cstdint>
+
+#include "kernels/tile_body.h"
+
+namespace evt::kernels::llm {
+
+// Words of the i32 `cfg` buffer.
+enum Cfg : int {
+  kCfgLayers = 0,     // L: the final norm reads x[L % 2]
+  kCfgEpsBits,        // RMSNorm epsilon, float bits
+  kCfgQkNorm,         // 1: Qwen3's per-head RMSNorm on q and k
+  kCfgPageSize,       // KV cache positions per page
+  kCfgKvSplitLen,     // positions per attention KV split
+  kCfgQkvSplitLen,    // K elements per QKV split (a multiple of 8)
+  kCfgRowsH,          // output rows per tile of the H-wide groups (embedding, o_proj, down)
+  kCfgRowsI,          // rows of I per gate/up tile
+  kCfgRowsV,          // vocab rows per lm_head tile
+  kCfgHeads,          // HQ
+  kCfgKvHeads,        // HKV
+  kCfgHeadDim,        // D
+  kCfgWords = 32,     // the buffer's size in the graph
+};
+
+// Columns of the i64 `wtab` buffer (L x kWeightColumns): each layer's weight addresses, bf16,
+// laid out as Hugging Face stores them ([out_features, in_features] for projections).
+enum WeightColumn : int {
+  kWq = 0, kWk, kWv, kWo, kWgate, kWup, kWdown,
+  kWinputNorm, kWpostNorm, kWqNorm, kWkNorm,  // q/k norms: null unless kCfgQkNorm
+  kWeightColumns = 16,                        // the buffer's width in the graph
+};
+
+template <typename T>
+EVT_HD inline const T* weight(const DevBuffer& wtab, int64_t layer, WeightColumn column) {
+  const int64_t address = wtab.as<const int64_t>()[layer * kWeightColumns + column];
+  return reinterpret_cast<const T*>(static_cast<uintptr_t>(address));
+}
+
+// The cache slot of position `pos` of a sequence whose page list is `pages`.
+EVT_HD constexpr int64_t kv_slot(const int32_t* pages, int64_t pos, int64_t page_size) {
+  return static_cast<int64_t>(pages[pos / page_size]) * page_size + pos % page_size;
+}
+
+// [begin, end) of tile n when `total` items are cut into tiles of `per_tile`.
+struct Range {
+  int64_t begin, end;
+};
+EVT_HD constexpr Range tile_range(int64_t n, int64_t per_tile, int64_t total) {
+  const int64_t b = n * per_tile;
+  return Range{b < total ? b : total, b + per_tile < total ? b + per_tile : total};
+}
+
+}  // namespace evt::kernels::llm

@@ -1,0 +1,35 @@
+// Registry row of the MLP's down projection; the body is in down_proj.h.
+
+#include "kernels/llm/down_proj.h"
+
+#include "kernels/llm/reference_math.h"
+#include "kernels/registry.h"
+
+namespace evt::kernels::llm {
+namespace {
+
+void down_proj_reference(const TileArgs& a) {
+  const BufferView &cfg = a.reads[0], &wtab = a.reads[1], &act = a.reads[2], &x_mid = a.reads[3], &x = a.writes[0];
+  const int64_t l = a.tile[0], tokens = act.dim(0), inter = act.dim(1), hidden = x_mid.dim(1);
+  const int64_t per_tile = cfg_at(cfg, kCfgRowsH);
+  const uint16_t* w = ref_weight<uint16_t>(wtab, l, kWdown);
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int64_t r = a.tile[1] * per_tile; r < (a.tile[1] + 1) * per_tile && r < hidden; ++r) {
+      const double d = ref_dot(w, r, inter, act.as<const float>() + t * inter);
+      x.as<float>()[(((l + 1) % 2) * tokens + t) * hidden + r] =
+          static_cast<float>(x_mid.as<const float>()[t * hidden + r] + d);
+    }
+  }
+}
+
+}  // namespace
+
+EVT_REGISTER_TILE_FUNCTION(down_proj, TileFunction{
+    .name = "down_proj",
+    .summary = "MLP down projection plus the residual into the next layer's stream, one row tile, every token",
+    .num_reads = 4, .num_writes = 1,
+    .cpu = down_proj_reference,
+    .device_body = "evt::kernels::llm::down_proj_body", .device_header = "kernels/llm/down_proj.h",
+    .relative_cost = 1});
+
+}  // namespace evt::kernels::llm

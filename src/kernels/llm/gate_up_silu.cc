@@ -1,0 +1,38 @@
+// Registry row of the MLP's gate/up projection; the body is in gate_up_silu.h.
+
+#include "kernels/llm/gate_up_silu.h"
+
+#include <cmath>
+
+#include "kernels/llm/reference_math.h"
+#include "kernels/registry.h"
+
+namespace evt::kernels::llm {
+namespace {
+
+void gate_up_silu_reference(const TileArgs& a) {
+  const BufferView &cfg = a.reads[0], &wtab = a.reads[1], &x_mid = a.reads[2], &out = a.writes[0];
+  const int64_t l = a.tile[0], tokens = x_mid.dim(0), hidden = x_mid.dim(1), inter = out.dim(1);
+  const int64_t per_tile = cfg_at(cfg, kCfgRowsI);
+  for (int64_t t = 0; t < tokens; ++t) {
+    const std::vector<double> xn = ref_rmsnorm(x_mid.as<const float>() + t * hidden, hidden,
+                                               ref_weight<uint16_t>(wtab, l, kWpostNorm), cfg_eps(cfg));
+    for (int64_t r = a.tile[1] * per_tile; r < (a.tile[1] + 1) * per_tile && r < inter; ++r) {
+      const double g = ref_dot(ref_weight<uint16_t>(wtab, l, kWgate), r, hidden, xn.data());
+      const double u = ref_dot(ref_weight<uint16_t>(wtab, l, kWup), r, hidden, xn.data());
+      out.as<float>()[t * inter + r] = static_cast<float>(g / (1 + std::exp(-g)) * u);
+    }
+  }
+}
+
+}  // namespace
+
+EVT_REGISTER_TILE_FUNCTION(gate_up_silu, TileFunction{
+    .name = "gate_up_silu",
+    .summary = "post-attention RMSNorm, gate and up projections, silu(gate) * up; one column tile, every token",
+    .num_reads = 3, .num_writes = 1,
+    .cpu = gate_up_silu_reference,
+    .device_body = "evt::kernels::llm::gate_up_silu_body", .device_header = "kernels/llm/gate_up_silu.h",
+    .relative_cost = 2});
+
+}  // namespace evt::kernels::llm

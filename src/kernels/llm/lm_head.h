@@ -1,0 +1,26 @@
+#pragma once
+// The LM head: tile n writes vocab rows [n * rows_v, ...) of logits = xf W^T for every row.
+//   reads (cfg, xf: S x H f32, lm_w: V x H bf16), writes (logits: S x V f32)
+
+#include "kernels/llm/decode_config.h"
+#include "kernels/llm/gemv.h"
+
+namespace evt::kernels::llm {
+
+template <class Block>
+EVT_HD void lm_head_body(const Block& b, const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
+  const int32_t* cfg = reads[0].as<const int32_t>();
+  const int64_t rows_in = reads[1].dim(0), hidden = reads[1].dim(1), vocab = writes[0].dim(1);
+  const uint16_t* w = reads[2].as<const uint16_t>();
+  float* out = writes[0].as<float>();
+  GemvInput in;
+  in.x = reads[1].as<const float>();
+  in.ld = hidden;
+  in.tokens = rows_in;
+  const Range rows = tile_range(tile[0], cfg[kCfgRowsV], vocab);
+  gemv_tile<1>(
+      b, in, rows.begin, rows.end, 0, hidden, [&](int64_t r, const uint16_t** p) { p[0] = w + r * hidden; },
+      [&](int64_t s, int64_t r, const float* v) { out[s * vocab + r] = v[0]; });
+}
+
+}  // namespace evt::kernels::llm

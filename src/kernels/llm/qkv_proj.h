@@ -1,0 +1,42 @@
+#pragma once
+// QKV projection with the input RMSNorm fused in, split over K. Tile (l, n, ks) computes head n
+// of the fused output (query heads first, then key heads, then value heads: head_dim rows of
+// Wq, Wk or Wv) over the ks-th slice of the hidden dim, for every token. The partial sums go to
+// p_qkv[ks]; qkv_finish adds them up. A slice past the hidden dim writes zeros.
+//   reads (cfg, wtab, x: 2 x T x H f32), writes (p_qkv: KQ x T x (HQ + 2 HKV) D f32)
+
+#include "kernels/llm/decode_config.h"
+#include "kernels/llm/gemv.h"
+
+namespace evt::kernels::llm {
+
+template <class Block>
+EVT_HD void qkv_proj_body(const Block& b, const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
+  const int32_t* cfg = reads[0].as<const int32_t>();
+  const int64_t l = tile[0], head = tile[1], ks = tile[2];
+  const int64_t tokens = reads[2].dim(1), hidden = reads[2].dim(2);
+  const int64_t heads = cfg[kCfgHeads], kv_heads = cfg[kCfgKvHeads], d = cfg[kCfgHeadDim];
+  const int64_t width = writes[0].dim(2);
+  const uint16_t* w;
+  if (head < heads) {
+    w = weight<uint16_t>(reads[1], l, kWq) + head * d * hidden;
+  } else if (head < heads + kv_heads) {
+    w = weight<uint16_t>(reads[1], l, kWk) + (head - heads) * d * hidden;
+  } else {
+    w = weight<uint16_t>(reads[1], l, kWv) + (head - heads - kv_heads) * d * hidden;
+  }
+  GemvInput in;
+  in.x = reads[2].as<const float>() + (l % 2) * tokens * hidden;
+  in.ld = hidden;
+  in.tokens = tokens;
+  in.norm_w = weight<uint16_t>(reads[1], l, kWinputNorm);
+  in.norm_len = hidden;
+  in.eps = bits_to_f32(cfg[kCfgEpsBits]);
+  const Range k = tile_range(ks, cfg[kCfgQkvSplitLen], hidden);
+  float* out = writes[0].as<float>() + ks * tokens * width + head * d;
+  gemv_tile<1>(
+      b, in, 0, d, k.begin, k.end, [&](int64_t r, const uint16_t** rows) { rows[0] = w + r * hidden; },
+      [&](int64_t t, int64_t r, const float* v) { out[t * width + r] = v[0]; });
+}
+
+}  // namespace evt::kernels::llm

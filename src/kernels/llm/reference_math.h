@@ -1,0 +1,42 @@
+#pragma once
+// Host helpers of the naive CPU references: plain loops in double, written without the bodies'
+// warp structure so that a reference and a body share no code that could hide a bug.
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/llm/decode_config.h"
+#include "kernels/llm/warp_ops.h"
+#include "kernels/tile_args.h"
+
+namespace evt::kernels::llm {
+
+inline float cfg_eps(const BufferView& cfg) { return bits_to_f32(cfg.as<const int32_t>()[kCfgEpsBits]); }
+inline int64_t cfg_at(const BufferView& cfg, Cfg word) { return cfg.as<const int32_t>()[word]; }
+
+template <typename T>
+const T* ref_weight(const BufferView& wtab, int64_t layer, WeightColumn column) {
+  const int64_t address = wtab.as<const int64_t>()[layer * kWeightColumns + column];
+  return reinterpret_cast<const T*>(static_cast<uintptr_t>(address));
+}
+
+// x * rsqrt(mean(x^2) + eps) * w, as Hugging Face's RMSNorm computes it (w null: no weight).
+inline std::vector<double> ref_rmsnorm(const float* x, int64_t n, const uint16_t* w, double eps) {
+  double sum = 0;
+  for (int64_t k = 0; k < n; ++k) sum += static_cast<double>(x[k]) * x[k];
+  const double scale = 1.0 / std::sqrt(sum / static_cast<double>(n) + eps);
+  std::vector<double> out(static_cast<size_t>(n));
+  for (int64_t k = 0; k < n; ++k) out[k] = x[k] * scale * (w != nullptr ? bf16_to_f32(w[k]) : 1.0);
+  return out;
+}
+
+// Row `row` of the bf16 matrix w (cols wide) dotted with x.
+template <typename X>
+double ref_dot(const uint16_t* w, int64_t row, int64_t cols, const X* x) {
+  double sum = 0;
+  for (int64_t k = 0; k < cols; ++k) sum += static_cast<double>(bf16_to_f32(w[row * cols + k])) * x[k];
+  return sum;
+}
+
+}  // namespace evt::kernels::llm

@@ -1,0 +1,110 @@
+#pragma once
+// Warp-level building blocks of the LLM tile bodies, written once for both compilers. On the GPU
+// a block is warps of 32 lanes that reduce with shuffles; the host's blocks have one thread,
+// which is then one warp of one lane, and every reduction is the identity. A body written
+// against lanes()/lane()/warp()/warps() therefore runs unchanged in the CPU backend.
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/tile_body.h"
+
+namespace evt::kernels::llm {
+
+EVT_HD constexpr int lanes() {
+#if defined(__CUDA_ARCH__)
+  return 32;
+#else
+  return 1;
+#endif
+}
+
+template <class Block>
+EVT_HD int lane(const Block& b) {
+  return b.thread() % lanes();
+}
+template <class Block>
+EVT_HD int warp(const Block& b) {
+  return b.thread() / lanes();
+}
+template <class Block>
+EVT_HD int warps(const Block& b) {
+  return b.threads() / lanes();
+}
+
+// Orders the shared-memory accesses of one warp's lanes.
+EVT_HD inline void warp_sync() {
+#if defined(__CUDA_ARCH__)
+  __syncwarp();
+#endif
+}
+
+EVT_HD inline float warp_sum(float v) {
+#if defined(__CUDA_ARCH__)
+  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+#endif
+  return v;
+}
+
+EVT_HD inline float warp_max(float v) {
+#if defined(__CUDA_ARCH__)
+  for (int offset = 16; offset > 0; offset /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+#endif
+  return v;
+}
+
+EVT_HD inline float bf16_to_f32(uint16_t bits) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(static_cast<uint32_t>(bits) << 16);
+#else
+  const uint32_t word = static_cast<uint32_t>(bits) << 16;
+  float f;
+  std::memcpy(&f, &word, 4);
+  return f;
+#endif
+}
+
+// Round to nearest even, as torch's .to(torch.bfloat16) (NaN stays a quiet NaN).
+EVT_HD inline uint16_t f32_to_bf16(float f) {
+#if defined(__CUDA_ARCH__)
+  const uint32_t bits = __float_as_uint(f);
+#else
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+#endif
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x0040u);
+  return static_cast<uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+}
+
+EVT_HD inline float bits_to_f32(int32_t bits) {
+  float f;
+#if defined(__CUDA_ARCH__)
+  f = __int_as_float(bits);
+#else
+  std::memcpy(&f, &bits, 4);
+#endif
+  return f;
+}
+
+// Eight consecutive bf16 values as floats: one 16-byte load on the GPU (`p` 16-byte aligned).
+EVT_HD inline void load8_bf16(const uint16_t* p, float* out) {
+#if defined(__CUDA_ARCH__)
+  const uint4 v = *reinterpret_cast<const uint4*>(p);
+  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+  for (int i = 0; i < 4; ++i) {
+    out[2 * i] = __uint_as_float(w[i] << 16);
+    out[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+  }
+#else
+  for (int i = 0; i < 8; ++i) out[i] = bf16_to_f32(p[i]);
+#endif
+}
+
+// exp(m - max) with exp(-inf - -inf) = 0: the weight of an online-softmax state whose running
+// max is m, rescaled to the running max `max` (an empty state has m = -inf and weighs nothing).
+EVT_HD inline float softmax_rescale(float m, float max) { return m == -INFINITY ? 0.0f : expf(m - max); }
+
+EVT_HD inline float silu(float g) { return g / (1.0f + expf(-g)); }
+
+}  // namespace evt::kernels::llm

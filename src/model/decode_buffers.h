@@ -1,0 +1,46 @@
+#pragma once
+// Binding the dense decode graph's generated megakernel `MK` for one step: its dims in the
+// graph's order from a StepPlan, and the bytes each buffer takes. Shared by the CPU and CUDA
+// backends, which differ only in where the memory lives.
+
+#include <string>
+#include <vector>
+
+#include "model/decode_plan.h"
+#include "runtime/megakernel/instance.h"
+
+namespace evt::model {
+
+template <class MK>
+Expected<std::vector<int64_t>> ordered_dims(const StepPlan& plan) {
+  std::vector<int64_t> dims;
+  for (int d = 0; d < MK::num_dims; ++d) {
+    auto it = plan.dims.find(MK::dim_name(d));
+    if (it == plan.dims.end()) return error("the decode plan has no value for the graph's dim {}", MK::dim_name(d));
+    dims.push_back(it->second);
+  }
+  return dims;
+}
+
+// Parameters with every shape set and no memory bound yet.
+template <class MK>
+Expected<mk::ParamsOf<MK>> unbound_params(const StepPlan& plan) {
+  EVT_ASSIGN_OR_RETURN(std::vector<int64_t> dims, ordered_dims<MK>(plan));
+  const std::vector<void*> none(MK::num_buffers, nullptr);
+  return mk::make_params<MK>(dims, none);
+}
+
+template <class MK>
+int64_t buffer_bytes(const mk::ParamsOf<MK>& p, int b) {
+  return p.buffers[b].numel * MK::buffer_element_bytes(b);
+}
+
+template <class MK>
+int buffer_index(const std::string& name) {
+  for (int b = 0; b < MK::num_buffers; ++b) {
+    if (name == MK::buffer_name(b)) return b;
+  }
+  return -1;
+}
+
+}  // namespace evt::model

@@ -1,0 +1,120 @@
+#include "model/decode_plan.h"
+
+#include <algorithm>
+#include <bit>
+
+#include "kernels/llm/decode_attention.h"
+
+namespace evt::model {
+
+namespace {
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
+}  // namespace
+
+bool decode_head_dim_supported(int64_t head_dim) { return head_dim == 64 || head_dim == 128; }
+
+Status check_decodable(const ModelConfig& c) {
+  if (!decode_head_dim_supported(c.head_dim)) {
+    return error("head_dim {} has no compiled decode graph (supported: 64, 128)", c.head_dim);
+  }
+  if (c.num_kv_heads <= 0 || c.num_heads % c.num_kv_heads != 0 ||
+      c.num_heads / c.num_kv_heads > kernels::llm::kMaxGroup) {
+    return error("{} query heads over {} KV heads: the decode kernels take a whole group of at most {}", c.num_heads,
+                 c.num_kv_heads, kernels::llm::kMaxGroup);
+  }
+  if (c.hidden_size % 8 != 0 || c.intermediate_size % 8 != 0) {
+    return error("hidden_size {} and intermediate_size {} must be multiples of 8", c.hidden_size,
+                 c.intermediate_size);
+  }
+  return Status();
+}
+
+Tiling default_tiling(const ModelConfig& c, int64_t tokens, int64_t longest_context, int workers) {
+  // About two tiles per worker for the projections; the K split fills the grid for QKV, whose
+  // tiles are whole heads.
+  const int64_t target = 2 * std::max(workers, 1);
+  Tiling t;
+  t.rows_h = std::max<int64_t>(1, ceil_div(c.hidden_size, target));
+  t.rows_i = std::max<int64_t>(1, ceil_div(c.intermediate_size, target));
+  t.rows_v = std::max<int64_t>(1, ceil_div(c.vocab_size, target));
+  const int64_t qkv_heads = c.num_heads + 2 * c.num_kv_heads;
+  t.qkv_splits = std::clamp<int64_t>(ceil_div(workers, qkv_heads), 1, std::max<int64_t>(1, c.hidden_size / 256));
+  // KV splits: enough (token, KV head, split) tiles to cover the workers, each split >= 32.
+  const int64_t splits =
+      std::clamp<int64_t>(ceil_div(workers, tokens * c.num_kv_heads), 1, std::max<int64_t>(1, longest_context / 32));
+  t.kv_split_len = std::max<int64_t>(1, ceil_div(longest_context, splits));
+  return t;
+}
+
+Expected<StepPlan> plan_step(const ModelConfig& c, const Tiling& tiling, const KvGeometry& kv, const StepBatch& batch) {
+  namespace llm = kernels::llm;
+  const int64_t tokens = batch.tokens(), seqs = batch.sequences();
+  if (tokens == 0 || seqs == 0) return error("a step needs at least one token and one sequence");
+  if (static_cast<int64_t>(batch.positions.size()) != tokens || static_cast<int64_t>(batch.token_seq.size()) != tokens) {
+    return error("step: {} token ids but {} positions and {} sequence indices", tokens, batch.positions.size(),
+                 batch.token_seq.size());
+  }
+  if (static_cast<int64_t>(batch.block_table.size()) != seqs * batch.pages_per_seq || batch.pages_per_seq <= 0) {
+    return error("step: the block table holds {} entries, expected {} sequences x {} pages", batch.block_table.size(),
+                 seqs, batch.pages_per_seq);
+  }
+  int64_t longest = 1;
+  for (int64_t t = 0; t < tokens; ++t) {
+    if (batch.ids[t] < 0 || batch.ids[t] >= c.vocab_size) {
+      return error("step: token {} has id {}, outside the vocab of {}", t, batch.ids[t], c.vocab_size);
+    }
+    if (batch.token_seq[t] < 0 || batch.token_seq[t] >= seqs) {
+      return error("step: token {} belongs to sequence {}, but the step has {}", t, batch.token_seq[t], seqs);
+    }
+    if (batch.positions[t] < 0 || batch.positions[t] >= batch.pages_per_seq * kv.page_size) {
+      return error("step: token {} sits at position {}, beyond the {} pages of its block table row", t,
+                   batch.positions[t], batch.pages_per_seq);
+    }
+    longest = std::max<int64_t>(longest, batch.positions[t] + 1);
+  }
+  for (int64_t s = 0; s < seqs; ++s) {
+    if (batch.logit_rows[s] < 0 || batch.logit_rows[s] >= tokens) {
+      return error("step: sequence {} reads the logits of token {}, but the step has {}", s, batch.logit_rows[s], tokens);
+    }
+  }
+  for (int32_t page : batch.block_table) {
+    if (page < 0 || page >= kv.pages) return error("step: page {} is outside the cache's {} pages", page, kv.pages);
+  }
+
+  const int64_t qkv_split_len = round_up(ceil_div(c.hidden_size, tiling.qkv_splits), 8);
+  StepPlan plan;
+  plan.dims = {
+      {"T", tokens},
+      {"S", seqs},
+      {"L", c.num_layers},
+      {"H", c.hidden_size},
+      {"I", c.intermediate_size},
+      {"HQ", c.num_heads},
+      {"HKV", c.num_kv_heads},
+      {"V", c.vocab_size},
+      {"NH", ceil_div(c.hidden_size, tiling.rows_h)},
+      {"NI", ceil_div(c.intermediate_size, tiling.rows_i)},
+      {"NV", ceil_div(c.vocab_size, tiling.rows_v)},
+      {"KQ", ceil_div(c.hidden_size, qkv_split_len)},
+      {"KVS", ceil_div(longest, tiling.kv_split_len)},
+      {"SLOTS", kv.slots()},
+      {"MAXB", batch.pages_per_seq},
+  };
+  auto& cfg = plan.cfg;
+  cfg[llm::kCfgLayers] = static_cast<int32_t>(c.num_layers);
+  cfg[llm::kCfgEpsBits] = std::bit_cast<int32_t>(static_cast<float>(c.rms_norm_eps));
+  cfg[llm::kCfgQkNorm] = c.qk_norm ? 1 : 0;
+  cfg[llm::kCfgPageSize] = static_cast<int32_t>(kv.page_size);
+  cfg[llm::kCfgKvSplitLen] = static_cast<int32_t>(tiling.kv_split_len);
+  cfg[llm::kCfgQkvSplitLen] = static_cast<int32_t>(qkv_split_len);
+  cfg[llm::kCfgRowsH] = static_cast<int32_t>(tiling.rows_h);
+  cfg[llm::kCfgRowsI] = static_cast<int32_t>(tiling.rows_i);
+  cfg[llm::kCfgRowsV] = static_cast<int32_t>(tiling.rows_v);
+  cfg[llm::kCfgHeads] = static_cast<int32_t>(c.num_heads);
+  cfg[llm::kCfgKvHeads] = static_cast<int32_t>(c.num_kv_heads);
+  cfg[llm::kCfgHeadDim] = static_cast<int32_t>(c.head_dim);
+  return plan;
+}
+
+}  // namespace evt::model

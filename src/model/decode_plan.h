@@ -1,0 +1,69 @@
+#pragma once
+// What one step of the dense decode graph (graphs/dense_decode.evt.in) needs besides data: the
+// tokens of the step and where they sit, the graph's dims, and the run-time scalars in `cfg`
+// (tile sizes among them). Pure functions of the model, the batch and the tiling, shared by
+// every backend.
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "kernels/llm/decode_config.h"
+#include "model/config.h"
+#include "util/status.h"
+
+namespace evt::model {
+
+// One step: T tokens from S sequences. Sequence s's pages are row s of block_table; token t
+// belongs to sequence token_seq[t], sits at position positions[t] and attends to positions
+// 0..positions[t] of its sequence (its own K/V included, written in this step). Sequence s
+// returns the logits of token logit_rows[s].
+struct StepBatch {
+  std::vector<int32_t> ids, positions, token_seq;  // per token
+  std::vector<int32_t> logit_rows;                 // per sequence
+  std::vector<int32_t> block_table;                // S x pages_per_seq
+  int64_t pages_per_seq = 0;
+
+  int64_t tokens() const { return static_cast<int64_t>(ids.size()); }
+  int64_t sequences() const { return static_cast<int64_t>(logit_rows.size()); }
+};
+
+// Tile sizes: output rows per tile of each projection, K and KV splits. The next issue's tuning
+// table sets these per batch size; default_tiling() fills a grid of `workers` SMs or threads.
+struct Tiling {
+  int64_t rows_h = 16;     // embedding, o_proj, down
+  int64_t rows_i = 32;     // gate/up
+  int64_t rows_v = 256;    // lm_head
+  int64_t qkv_splits = 1;  // KQ
+  int64_t kv_split_len = 256;
+};
+Tiling default_tiling(const ModelConfig& config, int64_t tokens, int64_t longest_context, int workers);
+
+// The KV cache's geometry: `pages` pages of `page_size` positions, per layer.
+struct KvGeometry {
+  int64_t page_size = 16;
+  int64_t pages = 0;
+  int64_t slots() const { return page_size * pages; }
+};
+
+struct StepPlan {
+  std::map<std::string, int64_t> dims;  // by the graph's dim names
+  std::array<int32_t, kernels::llm::kCfgWords> cfg{};
+};
+
+// Checks the batch against the model and the cache (ids in the vocab, pages in the pool,
+// positions within the block table) and names what is wrong.
+Expected<StepPlan> plan_step(const ModelConfig& config, const Tiling& tiling, const KvGeometry& kv,
+                             const StepBatch& batch);
+
+// The head dims the shipped binary has a compiled decode graph for.
+bool decode_head_dim_supported(int64_t head_dim);
+
+// The model checks of the decode graph's bodies: a compiled head dim, at most
+// kernels::llm::kMaxGroup query heads per KV head, and sizes that are multiples of 8 (16-byte
+// weight loads).
+Status check_decodable(const ModelConfig& config);
+
+}  // namespace evt::model

@@ -1,0 +1,47 @@
+#pragma once
+// A backend that runs steps of the dense decode graph for one loaded model: the CPU backend
+// (cpu_decoder.h) and the CUDA backend (cuda_decoder.h). It owns the KV cache; the caller owns
+// the page pool and says in each StepBatch which pages a sequence holds.
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "model/config.h"
+#include "model/decode_plan.h"
+#include "util/status.h"
+
+namespace evt::model {
+
+// How a step runs. The megakernel modes, kernels and graphs run the same generated code
+// (seed 001's comparison); reference runs the graph on the CPU executor with the registry's
+// naive CPU references, the spec the others are checked against.
+enum class Exec {
+  kReference,          // CPU executor + CPU references (CPU only)
+  kMegakernel,         // one persistent kernel per step, static per-SM queues
+  kMegakernelDynamic,  // one persistent kernel per step, on-device ready queue
+  kKernels,            // one launch per task group per layer
+  kGraphs,             // the kernels mode captured as CUDA graphs per token-count bucket (CUDA only)
+};
+std::string_view exec_name(Exec e);
+std::optional<Exec> parse_exec(std::string_view name);
+// Every name parse_exec takes, for --help and error messages.
+std::string exec_names();
+
+struct StepOutput {
+  std::vector<int32_t> next;  // greedy token per sequence
+  std::vector<float> logits;  // S x V, when the step asked for them
+};
+
+class Decoder {
+ public:
+  virtual ~Decoder() = default;
+  virtual const ModelConfig& config() const = 0;
+  virtual KvGeometry kv() const = 0;
+  // "cpu megakernel, 4 workers" and the like, for logs.
+  virtual std::string describe() const = 0;
+  virtual Expected<StepOutput> step(const StepBatch& batch, bool want_logits) = 0;
+};
+
+}  // namespace evt::model
