@@ -1,0 +1,755 @@
+#include "kernels/llm_tile_cases.h"
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <numeric>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+
+namespace evt::testing::llm {
+
+namespace kl = kernels::llm;
+
+int64_t dtype_bytes(DType t) {
+  switch (t) {
+    case DType::kF32:
+      return 4;
+    case DType::kBf16:
+      return 2;
+    case DType::kI32:
+      return 4;
+    case DType::kI64:
+      return 8;
+  }
+  return 0;
+}
+
+const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::kF32:
+      return "f32";
+    case DType::kBf16:
+      return "bf16";
+    case DType::kI32:
+      return "i32";
+    case DType::kI64:
+      return "i64";
+  }
+  return "?";
+}
+
+HostTensor::HostTensor(std::string n, DType t, std::vector<int64_t> s)
+    : name(std::move(n)), dtype(t), shape(std::move(s)) {
+  bytes.assign(static_cast<size_t>(numel() * dtype_bytes(dtype)), std::byte{0});
+}
+
+int64_t HostTensor::numel() const {
+  return std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<int64_t>());
+}
+
+std::string HostTensor::element_name(int64_t flat) const {
+  std::vector<int64_t> index(shape.size());
+  for (size_t k = shape.size(); k-- > 0;) {
+    index[k] = flat % shape[k];
+    flat /= shape[k];
+  }
+  std::ostringstream os;
+  os << name << "[";
+  for (size_t k = 0; k < index.size(); ++k) os << (k ? ", " : "") << index[k];
+  os << "]";
+  return os.str();
+}
+
+std::vector<int64_t> Case::first() const {
+  std::vector<int64_t> f(grid.size(), 0);
+  if (layer >= 0) f[0] = layer;
+  return f;
+}
+
+std::vector<int64_t> Case::extent() const {
+  std::vector<int64_t> e = grid;
+  if (layer >= 0) e[0] = 1;
+  return e;
+}
+
+int64_t Case::tile_count() const {
+  const std::vector<int64_t> e = extent();
+  return std::accumulate(e.begin(), e.end(), int64_t{1}, std::multiplies<int64_t>());
+}
+
+std::vector<int64_t> Case::tile(int64_t linear) const {
+  const std::vector<int64_t> f = first(), e = extent();
+  std::vector<int64_t> t(grid.size());
+  for (size_t k = grid.size(); k-- > 0;) {
+    t[k] = f[k] + linear % e[k];
+    linear /= e[k];
+  }
+  return t;
+}
+
+void set_weight_addresses(Case& c, std::span<const void* const> addresses) {
+  if (c.wtab_read < 0) return;
+  HostTensor& wtab = c.reads[static_cast<size_t>(c.wtab_read)];
+  std::fill(wtab.bytes.begin(), wtab.bytes.end(), std::byte{0});
+  for (const WeightSlot& s : c.wtab_slots) {
+    wtab.as<int64_t>()[s.layer * kl::kWeightColumns + s.column] =
+        static_cast<int64_t>(reinterpret_cast<uintptr_t>(addresses[static_cast<size_t>(s.weight)]));
+  }
+}
+
+void bind_host_weights(Case& c) {
+  std::vector<const void*> addresses;
+  for (const HostTensor& w : c.weights) addresses.push_back(w.bytes.data());
+  set_weight_addresses(c, addresses);
+}
+
+uint16_t to_bf16(float f) {
+  const uint32_t bits = std::bit_cast<uint32_t>(f);
+  if (std::isnan(f)) return static_cast<uint16_t>((bits >> 16) | 0x40u);
+  const uint32_t lsb = (bits >> 16) & 1u;
+  return static_cast<uint16_t>((bits + 0x7fffu + lsb) >> 16);
+}
+
+float from_bf16(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
+
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : gen_(seed) {}
+  double uniform(double lo, double hi) { return std::uniform_real_distribution<double>(lo, hi)(gen_); }
+  int64_t integer(int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(gen_); }  // [lo, hi]
+  template <typename T>
+  void shuffle(std::vector<T>& v) {
+    std::shuffle(v.begin(), v.end(), gen_);
+  }
+
+  void fill(HostTensor& t, double lo, double hi) {
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      const float v = static_cast<float>(uniform(lo, hi));
+      if (t.dtype == DType::kF32) {
+        t.as<float>()[i] = v;
+      } else if (t.dtype == DType::kBf16) {
+        t.as<uint16_t>()[i] = to_bf16(v);
+      } else {
+        throw std::logic_error("fill: " + t.name + " is not a float tensor");
+      }
+    }
+  }
+
+ private:
+  std::mt19937_64 gen_;
+};
+
+HostTensor i32_tensor(std::string name, const std::vector<int32_t>& values, std::vector<int64_t> shape) {
+  HostTensor t(std::move(name), DType::kI32, std::move(shape));
+  if (static_cast<int64_t>(values.size()) != t.numel()) throw std::logic_error("i32_tensor: " + t.name + " size");
+  std::copy(values.begin(), values.end(), t.as<int32_t>());
+  return t;
+}
+
+HostTensor f32_tensor(std::string name, std::vector<int64_t> shape, Rng& rng, double lo = -1, double hi = 1) {
+  HostTensor t(std::move(name), DType::kF32, std::move(shape));
+  rng.fill(t, lo, hi);
+  return t;
+}
+
+// cfg as decode_plan.cc fills it; the tile size goes to the word the row reads.
+HostTensor make_cfg(const CaseSpec& s) {
+  std::vector<int32_t> cfg(kl::kCfgWords, 0);
+  cfg[kl::kCfgLayers] = static_cast<int32_t>(s.layers);
+  cfg[kl::kCfgEpsBits] = std::bit_cast<int32_t>(1e-6f);
+  cfg[kl::kCfgQkNorm] = s.qk_norm ? 1 : 0;
+  cfg[kl::kCfgPageSize] = static_cast<int32_t>(s.page_size);
+  cfg[kl::kCfgKvSplitLen] = static_cast<int32_t>(s.kv_split);
+  cfg[kl::kCfgQkvSplitLen] = static_cast<int32_t>(s.qkv_split);
+  cfg[kl::kCfgRowsH] = cfg[kl::kCfgRowsI] = cfg[kl::kCfgRowsV] = static_cast<int32_t>(s.rows);
+  cfg[kl::kCfgHeads] = static_cast<int32_t>(s.heads);
+  cfg[kl::kCfgKvHeads] = static_cast<int32_t>(s.kv_heads);
+  cfg[kl::kCfgHeadDim] = static_cast<int32_t>(s.head_dim);
+  return i32_tensor("cfg", cfg, {kl::kCfgWords});
+}
+
+constexpr const char* kColumnNames[] = {"wq",    "wk",         "wv",        "wo",     "wgate", "wup",
+                                        "wdown", "input_norm", "post_norm", "q_norm", "k_norm"};
+static_assert(std::size(kColumnNames) == kl::kWkNorm + 1);
+
+// Per-layer weights behind wtab. Every layer gets its own random weights, so a body that reads
+// another layer's weights gives other numbers instead of passing by luck.
+class Weights {
+ public:
+  Weights(Case& c, Rng& rng) : c_(c), rng_(rng) {
+    c_.wtab_read = static_cast<int>(c_.reads.size());
+    c_.reads.push_back(HostTensor("wtab", DType::kI64, {c_.spec.layers, kl::kWeightColumns}));
+  }
+  // A bf16 weight of every layer; RMSNorm weights lie around 1 as trained ones do.
+  void add(kl::WeightColumn column, std::vector<int64_t> shape, bool norm = false) {
+    for (int64_t l = 0; l < c_.spec.layers; ++l) {
+      std::ostringstream name;
+      name << kColumnNames[column] << "[" << l << "]";
+      HostTensor w(name.str(), DType::kBf16, shape);
+      rng_.fill(w, norm ? 0.5 : -1, norm ? 1.5 : 1);
+      c_.wtab_slots.push_back({l, column, static_cast<int>(c_.weights.size())});
+      c_.weights.push_back(std::move(w));
+    }
+  }
+
+ private:
+  Case& c_;
+  Rng& rng_;
+};
+
+// The tokens of a step and where they sit in the paged cache. Sequence s has n_s >= 1 tokens at
+// consecutive positions (a decode step when n_s = 1, a prefill chunk otherwise); the step's
+// tokens are shuffled, and the pages are a shuffled pool with spare pages no sequence owns.
+struct Batch {
+  int64_t seqs = 0, pages_per_seq = 0, pages = 0, slots = 0, longest = 0;
+  std::vector<int32_t> pos, seq, table;
+};
+
+Batch make_batch(Rng& rng, const CaseSpec& s) {
+  if (s.seqs < 1 || s.seqs > s.tokens) throw std::logic_error("batch: need 1 <= S <= T");
+  Batch b;
+  b.seqs = s.seqs;
+  std::vector<int64_t> count(static_cast<size_t>(s.seqs), 1);
+  for (int64_t t = s.seqs; t < s.tokens; ++t) ++count[static_cast<size_t>(rng.integer(0, s.seqs - 1))];
+  std::vector<int64_t> start(static_cast<size_t>(s.seqs));
+  for (int64_t q = 0; q < s.seqs; ++q) {
+    const int64_t n = count[static_cast<size_t>(q)];
+    if (n > s.max_context) throw std::logic_error("batch: more tokens than positions");
+    start[static_cast<size_t>(q)] = rng.integer(0, s.max_context - n);
+  }
+  // The last sequence reaches the longest context and the first starts at 0, so that the KV
+  // splits past a short sequence's end are empty.
+  start.back() = s.max_context - count.back();
+  if (s.seqs > 1) start.front() = 0;
+  std::vector<std::pair<int32_t, int32_t>> tokens;  // (sequence, position)
+  for (int64_t q = 0; q < s.seqs; ++q) {
+    for (int64_t i = 0; i < count[static_cast<size_t>(q)]; ++i) {
+      tokens.emplace_back(static_cast<int32_t>(q), static_cast<int32_t>(start[static_cast<size_t>(q)] + i));
+    }
+  }
+  rng.shuffle(tokens);
+  for (size_t t = 0; t < tokens.size(); ++t) {
+    b.seq.push_back(tokens[t].first);
+    b.pos.push_back(tokens[t].second);
+    b.longest = std::max<int64_t>(b.longest, tokens[t].second + 1);
+  }
+  b.pages_per_seq = ceil_div(s.max_context, s.page_size);
+  b.pages = s.seqs * b.pages_per_seq + 2;
+  b.slots = b.pages * s.page_size;
+  std::vector<int32_t> pool(static_cast<size_t>(b.pages));
+  std::iota(pool.begin(), pool.end(), 0);
+  rng.shuffle(pool);
+  b.table.assign(pool.begin(), pool.begin() + s.seqs * b.pages_per_seq);
+  return b;
+}
+
+void add_batch_reads(Case& c, const Batch& b) {
+  const int64_t tokens = static_cast<int64_t>(b.pos.size());
+  c.reads.push_back(i32_tensor("tok_pos", b.pos, {tokens}));
+  c.reads.push_back(i32_tensor("tok_seq", b.seq, {tokens}));
+  c.reads.push_back(i32_tensor("block_table", b.table, {b.seqs, b.pages_per_seq}));
+}
+
+OutputSpec output(std::string name, DType dtype, std::vector<int64_t> shape) {
+  OutputSpec o;
+  o.tensor = HostTensor(std::move(name), dtype, std::move(shape));
+  return o;
+}
+
+// x (2 x T x H): only row `row` is the tile's to write.
+OutputSpec residual_output(const CaseSpec& s, int64_t row) {
+  OutputSpec o = output("x", DType::kF32, {2, s.tokens, s.hidden});
+  o.must_write.assign(static_cast<size_t>(o.tensor.numel()), 0);
+  std::fill_n(o.must_write.begin() + row * s.tokens * s.hidden, s.tokens * s.hidden, 1);
+  return o;
+}
+
+int64_t qkv_splits(const CaseSpec& s) { return ceil_div(s.hidden, s.qkv_split) + s.qkv_extra_splits; }
+int64_t qkv_width(const CaseSpec& s) { return (s.heads + 2 * s.kv_heads) * s.head_dim; }
+
+// --- One builder per row: reads and writes in the row's order (see each header's comment). ---
+
+void build_embed_gather(Case& c, Rng& rng) {
+  const CaseSpec& s = c.spec;
+  c.grid = {ceil_div(s.hidden, s.rows)};
+  std::vector<int32_t> ids;
+  for (int64_t t = 0; t < s.tokens; ++t) ids.push_back(static_cast<int32_t>(rng.integer(0, s.vocab - 1)));
+  c.reads.push_back(make_cfg(s));
+  c.reads.push_back(i32_tensor("ids", ids, {s.tokens}));
+  c.reads.push_back(HostTensor("embed", DType::kBf16, {s.vocab, s.hidden}));
+  rng.fill(c.reads.back(), -1, 1);
+  c.writes.push_back(residual_output(s, 0));
+  c.probe = {2, ids[0] * s.hidden};
+}
+
+void build_qkv_proj(Case& c, Rng& rng) {
+  const CaseSpec& s = c.spec;
+  c.grid = {s.layers, s.heads + 2 * s.kv_heads, qkv_splits(s)};
+  c.layer = s.layer;
+  c.reads.push_back(make_cfg(s));
+  Weights w(c, rng);
+  w.add(kl::kWq, {s.heads * s.head_dim, s.hidden});
+  w.add(kl::kWk, {s.kv_heads * s.head_dim, s.hidden});
+  w.add(kl::kWv, {s.kv_heads * s.head_dim, s.hidden});
+  w.add(kl::kWinputNorm, {s.hidden}, true);
+  c.reads.push_back(f32_tensor("x", {2, s.tokens, s.hidden}, rng, -s.x_scale, s.x_scale));
+  c.writes.push_back(output("p_qkv", DType::kF32, {qkv_splits(s), s.tokens, qkv_width(s)}));
+  c.probe = {2, (s.layer % 2) * s.tokens * s.hidden};
+}
+
+void build_qkv_finish(Case& c, Rng& rng) {
+  const CaseSpec& s = c.spec;
+  c.grid = {s.layers, s.heads + 2 * s.kv_heads};
+  c.layer = s.layer;
+  const Batch b = make_batch(rng, s);
+  c.reads.push_back(make_cfg(s));
+  Weights w(c, rng);
+  if (s.qk_norm) {
+    w.add(kl::kWqNorm, {s.head_dim}, true);
+    w.add(kl::kWkNorm, {s.head_dim}, true);
+  }
+  c.reads.push_back(f32_tensor("p_qkv", {qkv_splits(s), s.tokens, qkv_width(s)}, rng, -s.x_scale, s.x_scale));
+  // Hugging Face's default RoPE: inv_freq[i] = theta^(-2i / D), theta 1e6 as Qwen3.
+  HostTensor inv_freq("inv_freq", DType::kF32, {s.head_dim / 2});
+  for (int64_t i = 0; i < s.head_dim / 2; ++i) {
+    inv_freq.as<float>()[i] =
+        static_cast<float>(std::pow(1e6, -2.0 * static_cast<double>(i) / static_cast<double>(s.head_dim)));
+  }
+  c.reads.push_back(std::move(inv_freq));
+  add_batch_reads(c, b);
+  c.writes.push_back(output("q", DType::kF32, {s.tokens, s.heads, s.head_dim}));
+  // The caches: only this layer's slots of the step's positions are appended; every other layer
+  // and slot must stay as it was.
+  for (const char* name : {"k_cache", "v_cache"}) {
+    OutputSpec cache = output(name, DType::kBf16, {s.layers, b.slots, s.kv_heads, s.head_dim});
+    cache.must_write.assign(static_cast<size_t>(cache.tensor.numel()), 0);
+    for (int64_t t = 0; t < s.tokens; ++t) {
+      const int64_t p = b.pos[static_cast<size_t>(t)];
+      const int64_t page =
+          b.table[static_cast<size_t>(b.seq[static_cast<size_t>(t)] * b.pages_per_seq + p / s.page_size)];
+      const int64_t slot = page * s.page_size + p % s.page_size;
+      const int64_t row = (s.layer * b.slots + slot) * s.kv_heads * s.head_dim;
+      std::fill_n(cache.must_write.begin() + row, s.kv_heads * s.head_dim, 1);
+    }
+    c.writes.push_back(std::move(cache));
+  }
+  c.probe = {2, 0};
+}
+
+void build_decode_attention(Case& c, Rng& rng) {
+  const CaseSpec& s = c.spec;
+  const Batch b = make_batch(rng, s);
+  const int64_t splits = ceil_div(b.longest, s.kv_split) + s.kv_extra_splits;
+  c.grid = {s.layers, s.tokens, s.kv_heads, splits};
+  c.layer = s.layer;
+  c.reads.push_back(make_cfg(s));
+  c.reads.push_back(f32_tensor("q", {s.tokens, s.heads, s.head_dim}, rng, -s.q_scale, s.q_scale));
+  // Every slot of every layer holds data, as a cache in use does: reading a wrong slot shows.
+  for (const char* name : {"k_cache", "v_cache"}) {
+    c.reads.push_back(HostTensor(name, DType::kBf16, {s.layers, b.slots, s.kv_heads, s.head_dim}));
+    rng.fill(c.reads.back(), -1, 1);
+  }
+  add_batch_reads(c, b);
+  c.writes.push_back(output("o_part", DType::kF32, {splits, s.tokens, s.heads, s.head_dim}));
+  c.writes.push_back(output("ml", DType::kF32, {splits, s.tokens, s.heads, 2}));
+  c.writes.back().neg_inf_ok = true;
+  // q of the token with the longest context: its first split has several positions, so the
+  // scores (and hence ml's max) move with q.
+  const auto longest = std::max_element(b.pos.begin(), b.pos.end()) - b.pos.begin();
+  c.probe = {1, longest * s.heads * s.head_dim};
+}
+
+// The merge's inputs as decode attention leaves them: token t's context is split into KVS splits
+// of kv_split positions; an empty split has max -inf, sum 0 and a zero output, a split of n
+// positions a sum in [1, n] (its max contributes exp(0) = 1).
+void build_attention_merge(Case& c, Rng& rng) {
+  const CaseSpec& s = c.spec;
+  std::vector<int64_t> kv_len(static_cast<size_t>(s.tokens));
+  for (auto& n : kv_len) n = rng.integer(1, s.max_context);
+  kv_len[0] = s.max_context;
+  const int64_t splits = ceil_div(s.max_context, s.kv_split) + s.kv_extra_splits;
+  c.grid = {s.layers, s.tokens};
+  c.layer = s.layer;
+  HostTensor o = f32_tensor("o_part", {splits, s.tokens, s.heads, s.head_dim}, rng);
+  HostTensor ml("ml", DType::kF32, {splits, s.tokens, s.heads, 2});
+  int64_t probe_split = 0;
+  double probe_weight = -1;
+  for (int64_t sp = 0; sp < splits; ++sp) {
+    for (int64_t t = 0; t < s.tokens; ++t) {
+      const int64_t n = std::clamp<int64_t>(kv_len[static_cast<size_t>(t)] - sp * s.kv_split, 0, s.kv_split);
+      for (int64_t h = 0; h < s.heads; ++h) {
+        float* state = ml.as<float>() + ((sp * s.tokens + t) * s.heads + h) * 2;
+        if (n == 0) {
+          state[0] = -INFINITY;
+          state[1] = 0;
+          std::fill_n(o.as<float>() + ((sp * s.tokens + t) * s.heads + h) * s.head_dim, s.head_dim, 0.0f);
+        } else {
+          state[0] = static_cast<float>(rng.uniform(-4, 4));
+          state[1] = static_cast<float>(rng.uniform(1, static_cast<double>(n)));
+        }
+        if (t == 0 && h == 0 && n > 0 && state[1] * std::exp(state[0]) > probe_weight) {
+          probe_weight = state[1] * std::exp(state[0]);
+          probe_split = sp;
+        }
+      }
+    }
+  }
+  c.reads.push_back(std::move(o));
+  c.reads.push_back(std::move(ml));
+  c.writes.push_back(output("attn", DType::kF32, {s.tokens, s.heads * s.head_dim}));
+  c.probe = {0, probe_split * s.tokens * s.heads * s.head_dim};  // the split weighing most
+}
+
+void build_o_proj(Case& c, Rng& rng) {
+  const CaseSpec& s = c.spec;
+  const int64_t width = s.heads * s.head_dim;
+  c.grid = {s.layers, ceil_div(s.hidden, s.rows)};
+  c.layer = s.layer;
+  c.reads.push_back(make_cfg(s));
+  Weights w(c, rng);
+  w.add(kl::kWo, {s.hidden, width});
+  c.reads.push_back(f32_tensor("attn", {s.tokens, width}, rng));
+  c.reads.push_back(f32_tensor("x", {2, s.tokens, s.hidden}, rng));
+  c.writes.push_back(output("x_mid", DType::kF32, {s.tokens, s.hidden}));
+  c.probe = {2, 0};
+}
+
+void build_gate_up_silu(Case& c, Rng& rng) {
+  const CaseSpec& s = c.spec;
+  c.grid = {s.layers, ceil_div(s.inter, s.rows)};
+  c.layer = s.layer;
+  c.reads.push_back(make_cfg(s));
+  Weights w(c, rng);
+  w.add(kl::kWgate, {s.inter, s.hidden});
+  w.add(kl::kWup, {s.inter, s.hidden});
+  w.add(kl::kWpostNorm, {s.hidden}, true);
+  c.reads.push_back(f32_tensor("x_mid", {s.tokens, s.hidden}, rng, -s.x_scale, s.x_scale));
+  c.writes.push_back(output("act", DType::kF32, {s.tokens, s.inter}));
+  c.probe = {2, 0};
+}
+
+void build_down_proj(Case& c, Rng& rng) {
+  const CaseSpec& s = c.spec;
+  c.grid = {s.layers, ceil_div(s.hidden, s.rows)};
+  c.layer = s.layer;
+  c.reads.push_back(make_cfg(s));
+  Weights w(c, rng);
+  w.add(kl::kWdown, {s.hidden, s.inter});
+  c.reads.push_back(f32_tensor("act", {s.tokens, s.inter}, rng));
+  c.reads.push_back(f32_tensor("x_mid", {s.tokens, s.hidden}, rng));
+  c.writes.push_back(residual_output(s, (s.layer + 1) % 2));
+  c.probe = {2, 0};
+}
+
+void build_final_norm(Case& c, Rng& rng) {
+  const CaseSpec& s = c.spec;
+  c.grid = {s.seqs};
+  std::vector<int32_t> rows(static_cast<size_t>(s.tokens));
+  std::iota(rows.begin(), rows.end(), 0);
+  rng.shuffle(rows);
+  rows.resize(static_cast<size_t>(s.seqs));
+  c.reads.push_back(make_cfg(s));
+  c.reads.push_back(f32_tensor("x", {2, s.tokens, s.hidden}, rng, -s.x_scale, s.x_scale));
+  c.reads.push_back(HostTensor("final_w", DType::kBf16, {s.hidden}));
+  rng.fill(c.reads.back(), 0.5, 1.5);
+  c.reads.push_back(i32_tensor("logit_rows", rows, {s.seqs}));
+  c.writes.push_back(output("xf", DType::kF32, {s.seqs, s.hidden}));
+  c.probe = {1, ((s.layers % 2) * s.tokens + rows[0]) * s.hidden};
+}
+
+void build_lm_head(Case& c, Rng& rng) {
+  const CaseSpec& s = c.spec;
+  c.grid = {ceil_div(s.vocab, s.rows)};
+  c.reads.push_back(make_cfg(s));
+  c.reads.push_back(f32_tensor("xf", {s.seqs, s.hidden}, rng));
+  c.reads.push_back(HostTensor("lm_w", DType::kBf16, {s.vocab, s.hidden}));
+  rng.fill(c.reads.back(), -1, 1);
+  c.writes.push_back(output("logits", DType::kF32, {s.seqs, s.vocab}));
+  c.probe = {1, 0};
+}
+
+// Logits in [-1, 1]. With `ties`, on a grid of 1/4 so that most rows have several maxima, and row
+// 0's maximum planted twice, far apart (different lanes and warps on the GPU): the lowest index
+// must win. The last row is constant: every index ties, so index 0 wins.
+void build_argmax(Case& c, Rng& rng) {
+  const CaseSpec& s = c.spec;
+  c.grid = {s.seqs};
+  HostTensor logits = f32_tensor("logits", {s.seqs, s.vocab}, rng);
+  float* l = logits.as<float>();
+  if (s.ties) {
+    for (int64_t i = 0; i < logits.numel(); ++i) l[i] = std::round(l[i] * 4) / 4;
+    if (s.vocab > 2) l[s.vocab - 1] = l[s.vocab / 3] = 1.5f;
+    if (s.seqs > 1) std::fill_n(l + (s.seqs - 1) * s.vocab, s.vocab, 0.25f);
+  }
+  // The probe lifts an element of row 0 that is not its first maximum above every other.
+  const int64_t best = std::max_element(l, l + s.vocab) - l;
+  c.probe = {0, best == s.vocab - 1 ? 0 : s.vocab - 1};
+  if (s.vocab == 1) c.probe = {-1, 0};  // one logit: no other index can win
+  c.reads.push_back(std::move(logits));
+  c.writes.push_back(output("next", DType::kI32, {s.seqs}));
+}
+
+// The shape fields a row depends on, which name its cases.
+enum Field : unsigned {
+  kTokens = 1u << 0,    // T
+  kSeqs = 1u << 1,      // S
+  kHidden = 1u << 2,    // H
+  kInter = 1u << 3,     // I
+  kVocab = 1u << 4,     // V
+  kKvHeads = 1u << 5,   // HKV (with HQ and D)
+  kHeads = 1u << 6,     // HQ and D
+  kRows = 1u << 7,      // the tile size
+  kQkvSplit = 1u << 8,  // K split length and count
+  kPaging = 1u << 9,    // page size, longest context
+  kKvSplit = 1u << 10,  // KV split length, extra splits
+  kQkNorm = 1u << 11,
+  kQScale = 1u << 12,
+  kTies = 1u << 13,
+  kLayerCount = 1u << 14,  // L, where it is more than a bound (final_norm reads x[L % 2])
+  kLayer = 1u << 15,       // layered: the one layer the case runs
+};
+
+using Builder = void (*)(Case&, Rng&);
+struct Row {
+  Builder build;
+  unsigned fields;
+};
+
+const std::map<std::string, Row>& row_table() {
+  constexpr unsigned kAttention = kTokens | kSeqs | kKvHeads | kPaging | kLayer;
+  static const std::map<std::string, Row> table = {
+      {"embed_gather", {build_embed_gather, kTokens | kHidden | kVocab | kRows}},
+      {"qkv_proj", {build_qkv_proj, kTokens | kHidden | kKvHeads | kQkvSplit | kLayer}},
+      {"qkv_finish_d64", {build_qkv_finish, kAttention | kQkvSplit | kQkNorm}},
+      {"qkv_finish_d128", {build_qkv_finish, kAttention | kQkvSplit | kQkNorm}},
+      {"decode_attention_d64", {build_decode_attention, kAttention | kKvSplit | kQScale}},
+      {"decode_attention_d128", {build_decode_attention, kAttention | kKvSplit | kQScale}},
+      {"attention_merge", {build_attention_merge, kTokens | kHeads | kKvSplit | kLayer}},
+      {"o_proj", {build_o_proj, kTokens | kHidden | kHeads | kRows | kLayer}},
+      {"gate_up_silu", {build_gate_up_silu, kTokens | kHidden | kInter | kRows | kLayer}},
+      {"down_proj", {build_down_proj, kTokens | kHidden | kInter | kRows | kLayer}},
+      {"final_norm", {build_final_norm, kTokens | kSeqs | kHidden | kLayerCount}},
+      {"lm_head", {build_lm_head, kSeqs | kHidden | kVocab | kRows}},
+      {"argmax", {build_argmax, kSeqs | kVocab | kTies}},
+  };
+  return table;
+}
+
+const Row& row_info(const std::string& row) {
+  auto it = row_table().find(row);
+  if (it == row_table().end()) throw std::logic_error("no case builder for " + row);
+  return it->second;
+}
+
+// --- The shapes. Tokens 1, 3, 17, 97 (97 > the gemv's 64-token scale chunk, and odd against
+// its 4-token groups); hidden sizes odd multiples of 8; vocab 97 and 200; tile sizes 1, 7, 32
+// so the last tile is partial or the only tile is wider than the dim. ---
+
+std::vector<CaseSpec> make_specs() {
+  std::vector<CaseSpec> out;
+  auto add = [&](CaseSpec s) { out.push_back(std::move(s)); };
+  auto spec = [](const char* row) {
+    CaseSpec s;
+    s.row = row;
+    return s;
+  };
+
+  for (auto [t, h, v, rows] :
+       std::vector<std::array<int64_t, 4>>{{1, 8, 97, 1}, {3, 24, 97, 7}, {17, 136, 200, 32}, {97, 136, 97, 7}}) {
+    CaseSpec s = spec("embed_gather");
+    s.tokens = t, s.hidden = h, s.vocab = v, s.rows = rows;
+    add(s);
+  }
+  // QKV: K split into 1 or 2 (8 and 64 wide: a short last split), plus an empty split past H.
+  struct Qkv {
+    int64_t t, h, heads, kv_heads, d, split, extra, layer;
+  };
+  for (const Qkv& q : std::vector<Qkv>{{1, 8, 4, 4, 64, 8, 0, 0},
+                                       {3, 24, 8, 2, 128, 16, 0, 1},
+                                       {17, 136, 16, 2, 64, 72, 1, 2},
+                                       {97, 136, 8, 2, 128, 136, 1, 1},
+                                       {97, 24, 4, 4, 64, 8, 0, 2}}) {
+    CaseSpec s = spec("qkv_proj");
+    s.tokens = q.t, s.hidden = q.h, s.heads = q.heads, s.kv_heads = q.kv_heads, s.head_dim = q.d;
+    s.qkv_split = q.split, s.qkv_extra_splits = q.extra, s.layer = q.layer;
+    add(s);
+  }
+  // qkv_finish: KQ = ceil(H / split) + extra, Qwen3 (q/k norm) and Llama; page sizes 1, 3, 16.
+  struct Finish {
+    int64_t t, seqs, heads, kv_heads, page, context, h, split, extra, layer;
+    bool qk_norm;
+  };
+  for (int64_t d : {64, 128}) {
+    for (const Finish& f : std::vector<Finish>{{1, 1, 4, 4, 1, 7, 8, 8, 0, 0, false},
+                                               {3, 2, 8, 2, 3, 40, 24, 16, 0, 1, true},
+                                               {17, 5, 16, 2, 16, 130, 136, 72, 1, 2, true},
+                                               {97, 4, 8, 2, 3, 150, 8, 8, 0, 1, false}}) {
+      CaseSpec s = spec(d == 64 ? "qkv_finish_d64" : "qkv_finish_d128");
+      s.tokens = f.t, s.seqs = f.seqs, s.heads = f.heads, s.kv_heads = f.kv_heads, s.head_dim = d;
+      s.page_size = f.page, s.max_context = f.context, s.hidden = f.h, s.qkv_split = f.split;
+      s.qkv_extra_splits = f.extra, s.layer = f.layer, s.qk_norm = f.qk_norm;
+      add(s);
+    }
+  }
+  // Attention: KV splits of 3, 5, 32 and 64 positions; short sequences leave splits empty, and an
+  // extra split past the longest context is empty for every token.
+  struct Attention {
+    int64_t t, seqs, heads, kv_heads, page, context, split, extra, layer;
+    float q_scale;
+  };
+  for (int64_t d : {64, 128}) {
+    for (const Attention& a : std::vector<Attention>{{1, 1, 4, 4, 1, 7, 3, 1, 0, 1},
+                                                     {3, 2, 8, 2, 3, 40, 5, 1, 1, 4},
+                                                     {17, 5, 16, 2, 16, 130, 32, 0, 2, 8},
+                                                     {97, 4, 8, 2, 3, 150, 64, 1, 1, 2}}) {
+      CaseSpec s = spec(d == 64 ? "decode_attention_d64" : "decode_attention_d128");
+      s.tokens = a.t, s.seqs = a.seqs, s.heads = a.heads, s.kv_heads = a.kv_heads, s.head_dim = d;
+      s.page_size = a.page, s.max_context = a.context, s.kv_split = a.split, s.kv_extra_splits = a.extra;
+      s.layer = a.layer, s.q_scale = a.q_scale;
+      add(s);
+    }
+  }
+  // The merge does not depend on the head dim; 24 checks that it does not assume 64 or 128.
+  struct Merge {
+    int64_t t, heads, d, context, split, extra, layer;
+  };
+  for (const Merge& m : std::vector<Merge>{
+           {1, 4, 64, 7, 3, 1, 0}, {3, 8, 128, 40, 5, 1, 1}, {17, 16, 24, 130, 32, 0, 2}, {97, 8, 64, 150, 64, 1, 1}}) {
+    CaseSpec s = spec("attention_merge");
+    s.tokens = m.t, s.heads = m.heads, s.head_dim = m.d, s.max_context = m.context, s.kv_split = m.split;
+    s.kv_extra_splits = m.extra, s.layer = m.layer;
+    add(s);
+  }
+  // o_proj's K is HQ * D.
+  struct OProj {
+    int64_t t, h, heads, d, rows, layer;
+  };
+  for (const OProj& p : std::vector<OProj>{
+           {1, 8, 4, 64, 1, 0}, {3, 24, 8, 128, 7, 1}, {17, 136, 16, 64, 32, 2}, {97, 136, 8, 64, 7, 1}}) {
+    CaseSpec s = spec("o_proj");
+    s.tokens = p.t, s.hidden = p.h, s.heads = p.heads, s.head_dim = p.d;
+    s.rows = p.rows, s.layer = p.layer;
+    add(s);
+  }
+  struct Proj {
+    int64_t t, h, inter, rows, layer;
+  };
+  // Intermediate sizes are multiples of 8: check_decodable (model/decode_plan.cc) rejects others,
+  // since the gemv's 16-byte weight loads run along I in down_proj.
+  for (const char* row : {"gate_up_silu", "down_proj"}) {
+    for (const Proj& p :
+         std::vector<Proj>{{1, 8, 8, 1, 0}, {3, 24, 40, 7, 1}, {17, 136, 200, 32, 2}, {97, 24, 200, 7, 1}}) {
+      CaseSpec s = spec(row);
+      s.tokens = p.t, s.hidden = p.h, s.inter = p.inter, s.rows = p.rows, s.layer = p.layer;
+      add(s);
+    }
+  }
+  // final_norm reads x[L % 2]: odd and even L.
+  for (auto [t, seqs, h, layers] :
+       std::vector<std::array<int64_t, 4>>{{1, 1, 8, 3}, {3, 2, 24, 2}, {17, 5, 136, 3}, {97, 4, 136, 2}}) {
+    CaseSpec s = spec("final_norm");
+    s.tokens = t, s.seqs = seqs, s.hidden = h, s.layers = layers;
+    add(s);
+  }
+  for (auto [seqs, h, v, rows] :
+       std::vector<std::array<int64_t, 4>>{{1, 8, 97, 1}, {3, 24, 200, 7}, {17, 136, 97, 32}, {97, 24, 200, 7}}) {
+    CaseSpec s = spec("lm_head");
+    s.seqs = s.tokens = seqs, s.hidden = h, s.vocab = v, s.rows = rows;
+    add(s);
+  }
+  struct Argmax {
+    int64_t seqs, vocab;
+    bool ties;
+  };
+  for (const Argmax& a :
+       std::vector<Argmax>{{1, 97, false}, {3, 200, true}, {17, 97, true}, {97, 200, false}, {3, 1, false}}) {
+    CaseSpec s = spec("argmax");
+    s.seqs = s.tokens = a.seqs, s.vocab = a.vocab, s.ties = a.ties;
+    add(s);
+  }
+  // Small RMSNorm inputs, mean(x^2) ~ 3e-7 against eps = 1e-6: a norm that drops eps or puts it
+  // elsewhere than Hugging Face does fails these (at x ~ 1, eps changes the result by ~1e-6).
+  for (const char* row : {"qkv_proj", "qkv_finish_d64", "qkv_finish_d128", "gate_up_silu", "final_norm"}) {
+    auto it = std::find_if(out.begin(), out.end(), [&](const CaseSpec& s) { return s.row == row && s.tokens == 3; });
+    CaseSpec s = *it;
+    s.x_scale = 1e-3f;
+    out.push_back(s);
+  }
+  for (size_t i = 0; i < out.size(); ++i) out[i].seed = 1000 + i;
+  return out;
+}
+
+}  // namespace
+
+const std::vector<std::string>& llm_rows() {
+  static const std::vector<std::string> rows = {"embed_gather",
+                                                "qkv_proj",
+                                                "qkv_finish_d64",
+                                                "qkv_finish_d128",
+                                                "decode_attention_d64",
+                                                "decode_attention_d128",
+                                                "attention_merge",
+                                                "o_proj",
+                                                "gate_up_silu",
+                                                "down_proj",
+                                                "final_norm",
+                                                "lm_head",
+                                                "argmax"};
+  return rows;
+}
+
+const std::vector<CaseSpec>& llm_case_specs() {
+  static const std::vector<CaseSpec> specs = make_specs();
+  return specs;
+}
+
+std::string case_name(const CaseSpec& s) {
+  const unsigned f = row_info(s.row).fields;
+  std::ostringstream os;
+  auto field = [&](Field which, auto&&... parts) {
+    if ((f & which) == 0) return;
+    if (os.tellp() > 0) os << "_";
+    (os << ... << parts);
+  };
+  field(kTokens, "T", s.tokens);
+  field(kSeqs, "S", s.seqs);
+  field(kHidden, "H", s.hidden);
+  field(kInter, "I", s.inter);
+  field(kVocab, "V", s.vocab);
+  field(kKvHeads, "HQ", s.heads, "_HKV", s.kv_heads, "_D", s.head_dim);
+  field(kHeads, "HQ", s.heads, "_D", s.head_dim);
+  field(kRows, "rows", s.rows);
+  field(kQkvSplit, "ksplit", s.qkv_split, "x", qkv_splits(s));
+  field(kPaging, "page", s.page_size, "_ctx", s.max_context);
+  field(kKvSplit, "kvsplit", s.kv_split, "_extra", s.kv_extra_splits);
+  field(kQkNorm, s.qk_norm ? "qknorm" : "noqknorm");
+  field(kQScale, "qscale", s.q_scale);
+  if (s.ties) field(kTies, "ties");
+  field(kLayerCount, "L", s.layers);
+  if (s.x_scale != 1) os << "_smallx";
+  field(kLayer, "layer", s.layer, "of", s.layers);
+  return os.str();
+}
+
+std::ostream& operator<<(std::ostream& os, const CaseSpec& spec) { return os << spec.row << " " << case_name(spec); }
+
+Case build_case(const CaseSpec& spec) {
+  Case c;
+  c.spec = spec;
+  c.name = case_name(spec);
+  Rng rng(spec.seed);
+  row_info(spec.row).build(c, rng);
+  bind_host_weights(c);
+  return c;
+}
+
+}  // namespace evt::testing::llm
