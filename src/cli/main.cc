@@ -4,6 +4,7 @@
 
 #include "cli/bench_sched.h"
 #include "cli/devices_command.h"
+#include "cli/generate_command.h"
 #include "cli/graph_command.h"
 #include "cli/make_model_command.h"
 
@@ -14,6 +15,7 @@ int main(int argc, char** argv) {
   evt::cli::add_graph_command(app);
   evt::cli::add_devices_command(app);
   evt::cli::add_make_model_command(app);
+  evt::cli::add_generate_command(app);
   CLI::App* bench = app.add_subcommand("bench", "Benchmarks, printed as a table and optionally written as JSON");
   bench->require_subcommand(1);
   evt::cli::add_bench_sched_command(*bench);

@@ -72,6 +72,12 @@ Expected<GenerateResult> generate(Decoder& decoder, const std::vector<std::vecto
   std::vector<Running*> active;
   for (size_t i = 0; i < prompts.size(); ++i) {
     if (prompts[i].empty()) return error("generate: prompt {} is empty", i);
+    for (size_t t = 0; t < prompts[i].size(); ++t) {
+      if (prompts[i][t] < 0 || prompts[i][t] >= config.vocab_size) {
+        return error("generate: prompt {} token {} is id {}, outside the vocab of {}", i, t, prompts[i][t],
+                     config.vocab_size);
+      }
+    }
     Running& s = seqs[i];
     s.prompt = i;
     s.length = static_cast<int64_t>(prompts[i].size());

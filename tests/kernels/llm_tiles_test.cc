@@ -27,6 +27,7 @@
 #include "kernels/llm_tile_check.h"
 #include "kernels/registry.h"
 #include "kernels/tile_body.h"
+#include "support/source_dir.h"
 
 namespace evt::testing::llm {
 namespace {
@@ -89,15 +90,10 @@ Outputs run_both(const Case& c, const Case& body_case, int64_t skip_body_tile = 
   return out;
 }
 
-std::string source_dir() {
-  const char* env = std::getenv("EVT_SOURCE_DIR");
-  return env ? env : EVT_SOURCE_DIR;
-}
-
 // Every function the dense decode graph calls is an LLM row here, with a registry row whose
 // counts and body match the table above, and with cases.
 TEST(LlmTileCoverage, EveryDecodeGraphFunctionHasABodyAndCases) {
-  const std::string path = source_dir() + "/src/model/graphs/dense_decode.evt.in";
+  const std::string path = evt::testing::source_dir() + "/src/model/graphs/dense_decode.evt.in";
   std::ifstream in(path);
   ASSERT_TRUE(in) << "cannot read " << path;
   std::stringstream text;

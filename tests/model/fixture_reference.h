@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "model/safetensors.h"
+#include "support/source_dir.h"
 #include "util/check.h"
 
 namespace evt::model::testing {
@@ -28,7 +29,7 @@ struct FixtureReference {
 };
 
 inline std::filesystem::path fixture_dir(const std::string& name) {
-  return std::filesystem::path(EVT_SOURCE_DIR) / "tests" / "fixtures" / name;
+  return std::filesystem::path(evt::testing::source_dir()) / "tests" / "fixtures" / name;
 }
 
 inline FixtureReference load_fixture_reference(const std::string& name) {

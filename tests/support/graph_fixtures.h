@@ -19,15 +19,9 @@
 #include "runtime/cpu/executor.h"
 #include "runtime/megakernel/trace.h"
 #include "support/random_graph.h"
+#include "support/source_dir.h"
 
 namespace evt::testing {
-
-// The source tree: EVT_SOURCE_DIR in the environment (a GPU machine runs binaries built
-// elsewhere), else the one the tests were built from.
-inline std::string source_dir() {
-  const char* env = std::getenv("EVT_SOURCE_DIR");
-  return env ? env : EVT_SOURCE_DIR;
-}
 
 inline std::string example_path(const std::string& name) { return source_dir() + "/examples/" + name; }
 

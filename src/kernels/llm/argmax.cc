@@ -2,6 +2,8 @@
 
 #include "kernels/llm/argmax.h"
 
+#include <cmath>
+
 #include "kernels/registry.h"
 
 namespace evt::kernels::llm {
@@ -10,8 +12,13 @@ namespace {
 void argmax_reference(const TileArgs& a) {
   const int64_t s = a.tile[0], vocab = a.reads[0].dim(1);
   const float* row = a.reads[0].as<const float>() + s * vocab;
+  // The first NaN if there is one (torch.argmax's answer), else the first maximum.
   int64_t best = 0;
-  for (int64_t i = 1; i < vocab; ++i) {
+  for (int64_t i = 0; i < vocab; ++i) {
+    if (std::isnan(row[i])) {
+      best = i;
+      break;
+    }
     if (row[i] > row[best]) best = i;
   }
   a.writes[0].as<int32_t>()[s] = static_cast<int32_t>(best);

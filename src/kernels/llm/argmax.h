@@ -1,14 +1,16 @@
 #pragma once
 // Greedy sampling: tile s writes the index of row s's largest logit; ties go to the lowest
-// index, as torch.argmax does.
+// index and a NaN counts as the largest value, as torch.argmax does.
 //   reads (logits: S x V f32), writes (next: S i32)
 
 #include "kernels/llm/warp_ops.h"
 
 namespace evt::kernels::llm {
 
-// (value, index) with the larger value winning, and the lower index on a tie.
+// (value, index) with the larger value winning, NaN above everything, the lower index on a tie.
 EVT_HD inline bool better(float v, int64_t i, float best_v, int64_t best_i) {
+  const bool v_nan = v != v, best_nan = best_v != best_v;
+  if (v_nan || best_nan) return v_nan && (!best_nan || i < best_i);
   return v > best_v || (v == best_v && i < best_i);
 }
 

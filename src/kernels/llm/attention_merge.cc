@@ -25,7 +25,7 @@ void attention_merge_reference(const TileArgs& a) {
         num += w * o.as<const float>()[((s * tokens + t) * heads + hq) * d + i];
         den += w;
       }
-      a.writes[0].as<float>()[(t * heads + hq) * d + i] = static_cast<float>(num / den);
+      a.writes[0].as<float>()[(t * heads + hq) * d + i] = den > 0 ? static_cast<float>(num / den) : 0.0f;
     }
   }
 }

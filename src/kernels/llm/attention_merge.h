@@ -20,11 +20,12 @@ EVT_HD void attention_merge_body(const Block& b, const int64_t* tile, const DevB
     float num = 0, den = 0;
     for (int64_t s = 0; s < splits; ++s) {
       const float* state = ml + ((s * tokens + t) * heads + hq) * 2;
+      if (state[1] == 0) continue;  // an empty split: its output is not a number to weigh
       const float w = state[1] * softmax_rescale(state[0], max);
       num += w * o[(s * tokens + t) * heads * d + i];
       den += w;
     }
-    writes[0].as<float>()[t * heads * d + i] = num / den;
+    writes[0].as<float>()[t * heads * d + i] = den > 0 ? num / den : 0.0f;
   }
 }
 

@@ -1,0 +1,325 @@
+#include "model/cuda_decoder.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "megakernels/dense_decode_d128.h"
+#include "megakernels/dense_decode_d64.h"
+#include "model/decode_buffers.h"
+#include "model/random_fill_cuda.h"
+#include "model/rope.h"
+#include "runtime/megakernel/cuda_instance.h"
+
+namespace evt::model {
+
+namespace {
+
+namespace llm = kernels::llm;
+using mk::DeviceWords;
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t align_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
+
+// Host memory the GPU can copy from asynchronously.
+class PinnedBytes {
+ public:
+  PinnedBytes() = default;
+  PinnedBytes(const PinnedBytes&) = delete;
+  PinnedBytes& operator=(const PinnedBytes&) = delete;
+  ~PinnedBytes() {
+    if (data_) cudaFreeHost(data_);
+  }
+  Status reserve(size_t n) {
+    if (n <= size_) return Status();
+    if (data_) cudaFreeHost(data_);
+    data_ = nullptr;
+    size_ = 0;
+    EVT_CUDA_RETURN(cudaMallocHost(&data_, n));
+    size_ = n;
+    return Status();
+  }
+  std::byte* data() const { return static_cast<std::byte*>(data_); }
+
+ private:
+  void* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+// One weight tensor's place in the device arena and how to fill it.
+struct WeightPlacement {
+  std::string what;             // for messages
+  const Bf16Tensor* host;       // uploaded from here, or random when null
+  int64_t numel, fan_in;        // fan_in 0: a norm weight (1 +- 0.1); -1: an embedding
+  int64_t offset = 0;           // bytes into the arena
+  int64_t* address = nullptr;   // where its device address goes (a wtab cell or a global)
+};
+
+// The model's weights on the device: one arena, per-layer addresses in wtab (host copy) and the
+// global tensors.
+struct DeviceWeights {
+  DeviceWords arena;
+  int64_t bytes = 0;
+  std::vector<int64_t> wtab;  // L x kWeightColumns device addresses
+  int64_t embed = 0, final_norm = 0, lm_head = 0;
+};
+
+Status place_weights(const ModelConfig& c, const ModelWeights* host, uint64_t seed, cudaStream_t stream,
+                     DeviceWeights& w) {
+  const int64_t hidden = c.hidden_size, inter = c.intermediate_size, d = c.head_dim;
+  w.wtab.assign(static_cast<size_t>(c.num_layers * llm::kWeightColumns), 0);
+  std::vector<WeightPlacement> list;
+  auto add = [&](std::string what, const Bf16Tensor* t, int64_t numel, int64_t fan_in, int64_t* address) {
+    list.push_back({std::move(what), t, numel, fan_in, 0, address});
+  };
+  add("embed_tokens", host ? &host->embed_tokens : nullptr, c.vocab_size * hidden, -1, &w.embed);
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    const LayerWeights* lw = host ? &host->layers[l] : nullptr;
+    int64_t* row = w.wtab.data() + l * llm::kWeightColumns;
+    const std::string p = fmt::format("layer {} ", l);
+    add(p + "q_proj", lw ? &lw->q_proj : nullptr, c.q_size() * hidden, hidden, &row[llm::kWq]);
+    add(p + "k_proj", lw ? &lw->k_proj : nullptr, c.kv_size() * hidden, hidden, &row[llm::kWk]);
+    add(p + "v_proj", lw ? &lw->v_proj : nullptr, c.kv_size() * hidden, hidden, &row[llm::kWv]);
+    add(p + "o_proj", lw ? &lw->o_proj : nullptr, hidden * c.q_size(), c.q_size(), &row[llm::kWo]);
+    add(p + "gate_proj", lw ? &lw->gate_proj : nullptr, inter * hidden, hidden, &row[llm::kWgate]);
+    add(p + "up_proj", lw ? &lw->up_proj : nullptr, inter * hidden, hidden, &row[llm::kWup]);
+    add(p + "down_proj", lw ? &lw->down_proj : nullptr, hidden * inter, inter, &row[llm::kWdown]);
+    add(p + "input_layernorm", lw ? &lw->input_layernorm : nullptr, hidden, 0, &row[llm::kWinputNorm]);
+    add(p + "post_attention_layernorm", lw ? &lw->post_attention_layernorm : nullptr, hidden, 0, &row[llm::kWpostNorm]);
+    if (c.qk_norm) {
+      add(p + "q_norm", lw ? &*lw->q_norm : nullptr, d, 0, &row[llm::kWqNorm]);
+      add(p + "k_norm", lw ? &*lw->k_norm : nullptr, d, 0, &row[llm::kWkNorm]);
+    }
+  }
+  add("norm", host ? &host->norm : nullptr, hidden, 0, &w.final_norm);
+  if (!c.tie_word_embeddings) add("lm_head", host ? &host->lm_head : nullptr, c.vocab_size * hidden, hidden, &w.lm_head);
+
+  int64_t at = 0;
+  for (WeightPlacement& p : list) {
+    if (p.host != nullptr && p.host->numel() != p.numel) {
+      return error("{} ({}): {} values, the config needs {}", p.host->name, p.host->file, p.host->numel(), p.numel);
+    }
+    p.offset = at;
+    at = align_up(at + p.numel * 2, 256);
+  }
+  w.bytes = at;
+  if (Status s = w.arena.reserve(static_cast<size_t>(ceil_div(at, 8))); !s.ok()) {
+    return error("cannot allocate {:.2f} GB of GPU memory for the weights: {}", at / 1e9, s.message());
+  }
+  auto* base = reinterpret_cast<std::byte*>(w.arena.data());
+  for (size_t i = 0; i < list.size(); ++i) {
+    WeightPlacement& p = list[i];
+    auto* dst = reinterpret_cast<uint16_t*>(base + p.offset);
+    *p.address = static_cast<int64_t>(reinterpret_cast<uintptr_t>(dst));
+    if (p.host != nullptr) {
+      EVT_CUDA_RETURN(cudaMemcpy(dst, p.host->values.data(), static_cast<size_t>(p.numel * 2), cudaMemcpyHostToDevice));
+    } else {
+      const float scale = p.fan_in > 0 ? 0.5f * std::sqrt(3.0f / static_cast<float>(p.fan_in))
+                          : p.fan_in < 0 ? 0.25f * std::sqrt(3.0f)
+                                         : 0.1f;
+      EVT_CUDA_RETURN(fill_random_bf16(dst, p.numel, seed * 1000 + i, scale, p.fan_in == 0 ? 1.0f : 0.0f, stream));
+    }
+  }
+  if (c.tie_word_embeddings) w.lm_head = w.embed;
+  EVT_CUDA_RETURN(cudaStreamSynchronize(stream));
+  return Status();
+}
+
+// The step's host inputs, staged in one pinned buffer and copied with one transfer.
+struct StagedInput {
+  const char* buffer;
+  const void* data;
+  int64_t bytes;
+};
+
+template <class MK>
+class CudaDecoder final : public Decoder {
+ public:
+  static Expected<std::unique_ptr<Decoder>> create(const ModelConfig& config, std::shared_ptr<const LoadedModel> model,
+                                                   uint64_t seed, const CudaDecoderOptions& o) {
+    auto d = std::unique_ptr<CudaDecoder>(new CudaDecoder(config, std::move(model), o));
+    EVT_ASSIGN_OR_RETURN(d->megakernel_, mk::CudaMegakernel<MK>::create(o.device));
+    EVT_CUDA_RETURN(cudaStreamCreateWithFlags(&d->stream_, cudaStreamNonBlocking));
+    EVT_RETURN_IF_ERROR(
+        place_weights(config, d->model_ ? &d->model_->weights : nullptr, seed, d->stream_, d->weights_));
+    EVT_RETURN_IF_ERROR(d->upload_constants());
+    return std::unique_ptr<Decoder>(std::move(d));
+  }
+
+  ~CudaDecoder() override {
+    if (stream_) cudaStreamDestroy(stream_);
+  }
+
+  const ModelConfig& config() const override { return config_; }
+  KvGeometry kv() const override { return options_.kv; }
+  std::string describe() const override {
+    return fmt::format("cuda {}, {} SMs, {:.2f} GB of weights", exec_name(options_.exec), megakernel_->sms(),
+                       weights_.bytes / 1e9);
+  }
+
+  Expected<StepOutput> step(const StepBatch& batch, bool want_logits) override {
+    const bool replay = options_.exec == Exec::kGraphs && batch.tokens() == batch.sequences() &&
+                        batch.tokens() <= options_.graph_buckets.back();
+    const StepBatch& run = replay ? padded(batch) : batch;
+    int64_t longest = 1;
+    for (int32_t p : run.positions) longest = std::max<int64_t>(longest, p + 1);
+    if (replay) longest = options_.max_context;
+    const Tiling tiling = default_tiling(config_, run.tokens(), longest, megakernel_->sms());
+    EVT_ASSIGN_OR_RETURN(StepPlan plan, plan_step(config_, tiling, cache_geometry(), run));
+    if (replay) plan.dims["KVS"] = ceil_div(options_.max_context, tiling.kv_split_len);
+
+    EVT_ASSIGN_OR_RETURN(mk::ParamsOf<MK> p, unbound_params<MK>(plan));
+    const StagedInput inputs[] = {
+        {"cfg", plan.cfg.data(), static_cast<int64_t>(sizeof plan.cfg)},
+        {"ids", run.ids.data(), run.tokens() * 4},
+        {"tok_pos", run.positions.data(), run.tokens() * 4},
+        {"tok_seq", run.token_seq.data(), run.tokens() * 4},
+        {"block_table", run.block_table.data(), static_cast<int64_t>(run.block_table.size()) * 4},
+        {"logit_rows", run.logit_rows.data(), run.sequences() * 4},
+    };
+    EVT_RETURN_IF_ERROR(bind(p, inputs));
+    typename mk::CudaMegakernel<MK>::Options o;
+    o.stream = stream_;
+    o.schedule = options_.exec == Exec::kMegakernelDynamic ? mk::kDynamic
+                 : options_.exec == Exec::kMegakernel      ? mk::kStatic
+                                                           : mk::kKernels;
+    o.cuda_graph = replay;
+    EVT_RETURN_IF_ERROR(megakernel_->run(p, o));
+
+    StepOutput out;
+    out.next.resize(static_cast<size_t>(batch.sequences()));
+    EVT_CUDA_RETURN(cudaMemcpy(out.next.data(), p.buffers[buffer_index<MK>("next")].data, out.next.size() * 4,
+                               cudaMemcpyDeviceToHost));
+    if (want_logits) {
+      out.logits.resize(static_cast<size_t>(batch.sequences() * config_.vocab_size));
+      EVT_CUDA_RETURN(cudaMemcpy(out.logits.data(), p.buffers[buffer_index<MK>("logits")].data,
+                                 out.logits.size() * 4, cudaMemcpyDeviceToHost));
+    }
+    return out;
+  }
+
+ private:
+  CudaDecoder(const ModelConfig& config, std::shared_ptr<const LoadedModel> model, const CudaDecoderOptions& o)
+      : config_(config), model_(std::move(model)), options_(o) {}
+
+  // The caller's pages plus one: graph padding's dummy sequences write their K/V to the last.
+  KvGeometry cache_geometry() const { return KvGeometry{options_.kv.page_size, options_.kv.pages + 1}; }
+
+  Status upload_constants() {
+    const std::vector<float> inv_freq = rope_inv_freq(config_);
+    EVT_RETURN_IF_ERROR(constants_.reserve(static_cast<size_t>(ceil_div(
+        static_cast<int64_t>(weights_.wtab.size()) * 8 + static_cast<int64_t>(inv_freq.size()) * 4 + 256, 8))));
+    auto* base = reinterpret_cast<std::byte*>(constants_.data());
+    wtab_ = base;
+    inv_freq_ = base + align_up(static_cast<int64_t>(weights_.wtab.size()) * 8, 256);
+    EVT_CUDA_RETURN(cudaMemcpy(wtab_, weights_.wtab.data(), weights_.wtab.size() * 8, cudaMemcpyHostToDevice));
+    EVT_CUDA_RETURN(cudaMemcpy(inv_freq_, inv_freq.data(), inv_freq.size() * 4, cudaMemcpyHostToDevice));
+    const KvGeometry g = cache_geometry();
+    const size_t cache_words = static_cast<size_t>(
+        ceil_div(config_.num_layers * g.slots() * config_.num_kv_heads * config_.head_dim * 2, 8));
+    if (Status s = k_cache_.reserve(cache_words); !s.ok()) return error("KV cache ({} pages): {}", g.pages, s.message());
+    if (Status s = v_cache_.reserve(cache_words); !s.ok()) return error("KV cache ({} pages): {}", g.pages, s.message());
+    return Status();
+  }
+
+  // A decode step padded to its graph bucket: the extra sequences read token 0 at position 0
+  // and own only the dummy page, and every block-table row is max_context wide.
+  const StepBatch& padded(const StepBatch& batch) {
+    const int64_t n = batch.tokens();
+    const int64_t bucket = *std::lower_bound(options_.graph_buckets.begin(), options_.graph_buckets.end(), n);
+    const int64_t width = ceil_div(options_.max_context, options_.kv.page_size);
+    const int32_t dummy = static_cast<int32_t>(options_.kv.pages);
+    padded_ = batch;
+    padded_.pages_per_seq = width;
+    padded_.block_table.assign(static_cast<size_t>(bucket * width), dummy);
+    for (int64_t s = 0; s < n; ++s) {
+      std::copy_n(batch.block_table.begin() + s * batch.pages_per_seq, batch.pages_per_seq,
+                  padded_.block_table.begin() + s * width);
+    }
+    for (int64_t s = n; s < bucket; ++s) {
+      padded_.ids.push_back(0);
+      padded_.positions.push_back(0);
+      padded_.token_seq.push_back(static_cast<int32_t>(s));
+      padded_.logit_rows.push_back(static_cast<int32_t>(s));
+    }
+    return padded_;
+  }
+
+  // Points every buffer at device memory: the persistent ones, the staged inputs (copied now)
+  // and scratch that only grows, so a graph bucket sees the same addresses every step.
+  Status bind(mk::ParamsOf<MK>& p, std::span<const StagedInput> inputs) {
+    int64_t total = 0;
+    for (const StagedInput& in : inputs) total += align_up(in.bytes, 256);
+    EVT_RETURN_IF_ERROR(staging_.reserve(static_cast<size_t>(total)));
+    EVT_RETURN_IF_ERROR(inputs_.reserve(static_cast<size_t>(ceil_div(total, 8))));
+    int64_t at = 0;
+    for (const StagedInput& in : inputs) {
+      std::memcpy(staging_.data() + at, in.data, static_cast<size_t>(in.bytes));
+      p.buffers[buffer_index<MK>(in.buffer)].data = reinterpret_cast<std::byte*>(inputs_.data()) + at;
+      at += align_up(in.bytes, 256);
+    }
+    EVT_CUDA_RETURN(cudaMemcpyAsync(inputs_.data(), staging_.data(), static_cast<size_t>(at), cudaMemcpyHostToDevice,
+                                    stream_));
+    const auto address = [](int64_t a) { return reinterpret_cast<void*>(static_cast<uintptr_t>(a)); };
+    p.buffers[buffer_index<MK>("wtab")].data = wtab_;
+    p.buffers[buffer_index<MK>("inv_freq")].data = inv_freq_;
+    p.buffers[buffer_index<MK>("embed")].data = address(weights_.embed);
+    p.buffers[buffer_index<MK>("final_w")].data = address(weights_.final_norm);
+    p.buffers[buffer_index<MK>("lm_w")].data = address(weights_.lm_head);
+    p.buffers[buffer_index<MK>("k_cache")].data = k_cache_.data();
+    p.buffers[buffer_index<MK>("v_cache")].data = v_cache_.data();
+    scratch_.resize(MK::num_buffers);
+    for (int b = 0; b < MK::num_buffers; ++b) {
+      if (p.buffers[b].data != nullptr) continue;
+      EVT_RETURN_IF_ERROR(scratch_[b].reserve(static_cast<size_t>(ceil_div(buffer_bytes<MK>(p, b), 8))));
+      p.buffers[b].data = scratch_[b].data();
+    }
+    return Status();
+  }
+
+  ModelConfig config_;
+  std::shared_ptr<const LoadedModel> model_;  // null for random weights
+  CudaDecoderOptions options_;
+  std::unique_ptr<mk::CudaMegakernel<MK>> megakernel_;
+  cudaStream_t stream_ = nullptr;
+  DeviceWeights weights_;
+  DeviceWords constants_, k_cache_, v_cache_, inputs_;
+  void* wtab_ = nullptr;
+  void* inv_freq_ = nullptr;
+  PinnedBytes staging_;
+  std::vector<DeviceWords> scratch_;
+  StepBatch padded_;
+};
+
+Expected<std::unique_ptr<Decoder>> make(const ModelConfig& config, std::shared_ptr<const LoadedModel> model,
+                                        uint64_t seed, const CudaDecoderOptions& o) {
+  if (o.exec == Exec::kReference) return error("--exec reference runs on the CPU only (--device cpu)");
+  if (o.kv.page_size < 1 || o.kv.pages < 1) {
+    return error("KV cache: page size {} and pages {} must be positive", o.kv.page_size, o.kv.pages);
+  }
+  if (o.graph_buckets.empty() || !std::is_sorted(o.graph_buckets.begin(), o.graph_buckets.end())) {
+    return error("graph buckets must be a non-empty ascending list");
+  }
+  EVT_RETURN_IF_ERROR(check_decodable(config));
+  if (config.head_dim == 64) {
+    return CudaDecoder<generated::dense_decode_d64::Megakernel>::create(config, std::move(model), seed, o);
+  }
+  return CudaDecoder<generated::dense_decode_d128::Megakernel>::create(config, std::move(model), seed, o);
+}
+
+}  // namespace
+
+Expected<std::unique_ptr<Decoder>> make_cuda_decoder(std::shared_ptr<const LoadedModel> model,
+                                                     const CudaDecoderOptions& options) {
+  const ModelConfig config = model->config;
+  return make(config, std::move(model), 0, options);
+}
+
+Expected<std::unique_ptr<Decoder>> make_cuda_decoder_random(const ModelConfig& config, uint64_t seed,
+                                                            const CudaDecoderOptions& options) {
+  return make(config, nullptr, seed, options);
+}
+
+}  // namespace evt::model

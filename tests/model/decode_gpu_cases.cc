@@ -1,0 +1,28 @@
+// The fixture tests on the CUDA backend, in every exec mode it has.
+
+#include "model/cuda_decoder.h"
+#include "model/decode_fixture_test.h"
+
+namespace evt::model::testing {
+
+Expected<std::unique_ptr<Decoder>> make_test_decoder(std::shared_ptr<const LoadedModel> model, Exec exec) {
+  CudaDecoderOptions o;
+  o.exec = exec;
+  o.kv = KvGeometry{16, 64};
+  o.max_context = 256;
+  return make_cuda_decoder(std::move(model), o);
+}
+
+namespace {
+
+INSTANTIATE_TEST_SUITE_P(Cuda, FixtureDecode,
+                         ::testing::Values(Case{"qwen3-tiny", Exec::kMegakernel},
+                                           Case{"qwen3-tiny", Exec::kMegakernelDynamic},
+                                           Case{"qwen3-tiny", Exec::kKernels}, Case{"qwen3-tiny", Exec::kGraphs},
+                                           Case{"llama-tiny", Exec::kMegakernel},
+                                           Case{"llama-tiny", Exec::kMegakernelDynamic},
+                                           Case{"llama-tiny", Exec::kKernels}, Case{"llama-tiny", Exec::kGraphs}),
+                         case_name);
+
+}  // namespace
+}  // namespace evt::model::testing
