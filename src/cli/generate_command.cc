@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/command_exit.h"
 #include "model/cpu_decoder.h"
 #include "model/generate.h"
 #include "model/presets.h"
@@ -24,10 +25,6 @@
 namespace evt::cli {
 
 namespace {
-
-// Exit codes: 0 success, 1 the run failed, 2 bad command line.
-constexpr int kFailed = 1;
-constexpr int kUsage = 2;
 
 struct GenerateArgs {
   std::string model_dir;
@@ -45,11 +42,6 @@ struct GenerateArgs {
   std::string json_path;
   std::string commit;
 };
-
-[[noreturn]] void fail(int code, const std::string& message) {
-  fmt::print(stderr, "error: {}\n", message);
-  throw CLI::RuntimeError(code);
-}
 
 std::vector<int32_t> parse_ids(const std::string& text) {
   std::vector<int32_t> ids;

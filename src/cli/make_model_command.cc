@@ -6,16 +6,13 @@
 #include <memory>
 #include <optional>
 
+#include "cli/command_exit.h"
 #include "model/make_model.h"
 #include "model/presets.h"
 
 namespace evt::cli {
 
 namespace {
-
-// Exit codes: 0 success, 1 the write failed, 2 bad command line.
-constexpr int kFailed = 1;
-constexpr int kUsage = 2;
 
 struct MakeModelArgs {
   std::string arch;
@@ -24,11 +21,6 @@ struct MakeModelArgs {
   uint64_t seed = 0;
   std::string out;
 };
-
-[[noreturn]] void fail(int code, const std::string& message) {
-  fmt::print(stderr, "error: {}\n", message);
-  throw CLI::RuntimeError(code);
-}
 
 void run_make_model(const MakeModelArgs& o) {
   if (!o.random) {

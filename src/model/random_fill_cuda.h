@@ -1,6 +1,6 @@
 #pragma once
 // Random bf16 weights generated on the GPU, for benchmarks of big presets without a disk
-// round trip (--random-weights). Plain header: host code calls it, decode_cuda.cu defines it.
+// round trip (--random-weights). Plain header: host code calls it, random_fill_cuda.cu defines it.
 
 #include <cuda_runtime.h>
 

@@ -100,3 +100,61 @@ TEST(Cli, BadArgumentsAreUsageErrors) {
 }
 
 }  // namespace
+
+namespace evt::testing {
+namespace {
+
+std::string fixture(const std::string& name) { return std::string(EVT_SOURCE_DIR) + "/tests/fixtures/" + name; }
+
+// The line "prompt 0 (N tokens) -> ids" of a generate run.
+std::string token_line(const std::string& output, int prompt) {
+  const std::string key = "prompt " + std::to_string(prompt) + " (";
+  const size_t at = output.find(key);
+  if (at == std::string::npos) return "";
+  return output.substr(at, output.find('\n', at) - at);
+}
+
+TEST(CliGenerate, PrintsHuggingFaceGreedyTokensAndLatency) {
+  // qwen3-tiny repeats the last prompt token (tests/fixtures/README.md); HF's greedy for [165].
+  const CliResult r = run_eventide("generate --device cpu --model " + fixture("qwen3-tiny") +
+                                   " --prompt-ids 165 --max-tokens 4");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(token_line(r.output, 0), "prompt 0 (1 tokens) -> 165,165,165,165") << r.output;
+  EXPECT_NE(r.output.find("ms/token"), std::string::npos) << r.output;
+}
+
+TEST(CliGenerate, EveryCpuExecModeGivesTheSameBatchTokens) {
+  std::string first;
+  for (const char* exec : {"reference", "megakernel", "megakernel-dynamic", "kernels"}) {
+    const CliResult r = run_eventide("generate --device cpu --model " + fixture("llama-tiny") +
+                                     " --prompt-ids 1,2,3 --prompt-ids 900,5 --max-tokens 6 --exec " + exec);
+    ASSERT_EQ(r.exit_code, 0) << exec << "\n" << r.output;
+    const std::string tokens = token_line(r.output, 0) + token_line(r.output, 1);
+    if (first.empty()) first = tokens;
+    EXPECT_EQ(tokens, first) << exec;
+  }
+}
+
+TEST(CliGenerate, BadInputIsRefusedByName) {
+  const std::string model = " --model " + fixture("llama-tiny");
+  struct Bad {
+    std::string args, message;
+    int code;
+  };
+  for (const Bad& b : std::vector<Bad>{
+           {"--device cpu" + model + " --prompt-ids 1,x", "'x' is not a token id", 2},
+           {"--device cpu" + model + " --prompt-ids 1,5000", "prompt 0 token 1 is id 5000, outside the vocab of 1024", 1},
+           {"--device cpu" + model + " --prompt-ids 1 --exec graphs", "--exec graphs needs --device cuda", 2},
+           {"--device cpu" + model + " --prompt-ids 1 --exec fast", "expected one of reference, megakernel", 2},
+           {"--device cpu --prompt-ids 1", "pass either --model DIR or --random-weights", 2},
+           {"--device cpu --model /nonexistent --prompt-ids 1", "/nonexistent", 1},
+           {"--device cpu --random-weights --preset qwen3-8b --prompt-ids 1", "generates weights on the GPU", 2},
+       }) {
+    const CliResult r = run_eventide("generate " + b.args);
+    EXPECT_EQ(r.exit_code, b.code) << b.args << "\n" << r.output;
+    EXPECT_NE(r.output.find(b.message), std::string::npos) << b.args << "\n" << r.output;
+  }
+}
+
+}  // namespace
+}  // namespace evt::testing

@@ -12,17 +12,9 @@ template <class Block>
 EVT_HD void down_proj_body(const Block& b, const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
   const int32_t* cfg = reads[0].as<const int32_t>();
   const int64_t l = tile[0], tokens = reads[2].dim(0), inter = reads[2].dim(1), hidden = reads[3].dim(1);
-  const uint16_t* w = weight<uint16_t>(reads[1], l, kWdown);
-  const float* residual = reads[3].as<const float>();
-  float* out = writes[0].as<float>() + ((l + 1) % 2) * tokens * hidden;
-  GemvInput in;
-  in.x = reads[2].as<const float>();
-  in.ld = inter;
-  in.tokens = tokens;
   const Range rows = tile_range(tile[1], cfg[kCfgRowsH], hidden);
-  gemv_tile<1>(
-      b, in, rows.begin, rows.end, 0, inter, [&](int64_t r, const uint16_t** p) { p[0] = w + r * inter; },
-      [&](int64_t t, int64_t r, const float* v) { out[t * hidden + r] = residual[t * hidden + r] + v[0]; });
+  gemv_residual(b, reads[2].as<const float>(), tokens, inter, weight<uint16_t>(reads[1], l, kWdown), rows.begin,
+                rows.end, reads[3].as<const float>(), writes[0].as<float>() + ((l + 1) % 2) * tokens * hidden, hidden);
 }
 
 }  // namespace evt::kernels::llm

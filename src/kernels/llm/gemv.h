@@ -94,4 +94,18 @@ EVT_HD void gemv_tile(const Block& b, const GemvInput& in, int64_t n0, int64_t n
   }
 }
 
+// out = residual + x W^T over the rows [n0, n1): the projections that end the attention and MLP
+// blocks. x is tokens x k (row stride k), W is rows x k, residual and out are tokens x width.
+template <class Block>
+EVT_HD void gemv_residual(const Block& b, const float* x, int64_t tokens, int64_t k, const uint16_t* w, int64_t n0,
+                          int64_t n1, const float* residual, float* out, int64_t width) {
+  GemvInput in;
+  in.x = x;
+  in.ld = k;
+  in.tokens = tokens;
+  gemv_tile<1>(
+      b, in, n0, n1, 0, k, [&](int64_t r, const uint16_t** p) { p[0] = w + r * k; },
+      [&](int64_t t, int64_t r, const float* v) { out[t * width + r] = residual[t * width + r] + v[0]; });
+}
+
 }  // namespace evt::kernels::llm

@@ -1,14 +1,7 @@
-// The CUDA side of the dense decode step: the launches of its megakernels (one per compiled head
-// dim) and the random-weight fill.
+// Random bf16 weights generated on the GPU (random_fill_cuda.h).
 
-#include "megakernels/dense_decode_d128.h"
-#include "megakernels/dense_decode_d64.h"
 #include "kernels/llm/warp_ops.h"
 #include "model/random_fill_cuda.h"
-#include "runtime/megakernel/cuda_launch.cuh"
-
-template struct evt::mk::CudaLaunch<evt::generated::dense_decode_d64::Megakernel>;
-template struct evt::mk::CudaLaunch<evt::generated::dense_decode_d128::Megakernel>;
 
 namespace evt::model {
 

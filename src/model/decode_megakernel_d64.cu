@@ -1,0 +1,7 @@
+// The launch of the dense decode megakernel for head_dim 64. One file per head dim, so the two
+// (each minutes of nvcc) compile in parallel.
+
+#include "megakernels/dense_decode_d64.h"
+#include "runtime/megakernel/cuda_launch.cuh"
+
+template struct evt::mk::CudaLaunch<evt::generated::dense_decode_d64::Megakernel>;
