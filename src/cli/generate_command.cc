@@ -36,6 +36,7 @@ struct GenerateArgs {
   std::string exec = "megakernel";
   std::string device;
   int workers = 4;
+  int blocks = 0;
   int64_t page_size = 16;
   int64_t kv_pages = 0;
   bool stop_at_eos = false;
@@ -112,6 +113,7 @@ void run_generate(const GenerateArgs& a) {
     model::CudaDecoderOptions o;
     o.exec = *exec;
     o.kv = kv;
+    o.blocks = a.blocks;
     Expected<std::unique_ptr<model::Decoder>> d = error("unreachable");
     if (a.random_weights) {
       auto config = model::preset_config(a.preset);
@@ -199,6 +201,10 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--workers", opts->workers, "CPU backend: threads standing in for SMs")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
+  cmd->add_option("--blocks", opts->blocks,
+                  "CUDA backend: blocks of the persistent grid (capped at what fits co-resident); default: every "
+                  "block that fits co-resident")
+      ->check(CLI::Range(0, 1 << 20));
   cmd->add_option("--page-size", opts->page_size, "KV cache positions per page")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{4096}));

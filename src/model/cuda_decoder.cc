@@ -155,7 +155,8 @@ class CudaDecoder final : public Decoder {
   const ModelConfig& config() const override { return config_; }
   KvGeometry kv() const override { return options_.kv; }
   std::string describe() const override {
-    return fmt::format("cuda {}, {} SMs, {:.2f} GB of weights", exec_name(options_.exec), megakernel_->sms(),
+    return fmt::format("cuda {}, {} SMs, {} blocks, {:.2f} GB of weights", exec_name(options_.exec),
+                       megakernel_->sms(), blocks(),
                        weights_.bytes / 1e9);
   }
 
@@ -166,7 +167,7 @@ class CudaDecoder final : public Decoder {
     int64_t longest = 1;
     for (int32_t p : run.positions) longest = std::max<int64_t>(longest, p + 1);
     if (replay) longest = options_.max_context;
-    const Tiling tiling = default_tiling(config_, run.tokens(), longest, megakernel_->sms());
+    const Tiling tiling = default_tiling(config_, run.tokens(), longest, blocks());
     EVT_ASSIGN_OR_RETURN(StepPlan plan, plan_step(config_, tiling, cache_geometry(), run));
     if (replay) plan.dims["KVS"] = ceil_div(options_.max_context, tiling.kv_split_len);
 
@@ -186,6 +187,7 @@ class CudaDecoder final : public Decoder {
                  : options_.exec == Exec::kMegakernel      ? mk::kStatic
                                                            : mk::kKernels;
     o.cuda_graph = replay;
+    o.blocks = blocks();
     EVT_RETURN_IF_ERROR(megakernel_->run(p, o));
 
     StepOutput out;
@@ -203,6 +205,13 @@ class CudaDecoder final : public Decoder {
  private:
   CudaDecoder(const ModelConfig& config, std::shared_ptr<const LoadedModel> model, const CudaDecoderOptions& o)
       : config_(config), model_(std::move(model)), options_(o) {}
+
+  // The persistent grid: every block that fits co-resident (the kernels mode launches as many),
+  // since the bodies' loads need several blocks per SM in flight.
+  int blocks() const {
+    return options_.blocks > 0 ? std::min(options_.blocks, megakernel_->max_coresident_blocks())
+                               : megakernel_->max_coresident_blocks();
+  }
 
   // The caller's pages plus one: graph padding's dummy sequences write their K/V to the last.
   KvGeometry cache_geometry() const { return KvGeometry{options_.kv.page_size, options_.kv.pages + 1}; }

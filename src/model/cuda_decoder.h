@@ -14,6 +14,7 @@ namespace evt::model {
 struct CudaDecoderOptions {
   Exec exec = Exec::kMegakernel;  // megakernel, megakernel-dynamic, kernels or graphs
   int device = 0;
+  int blocks = 0;  // megakernel grid (at most the co-resident blocks); 0: every co-resident block
   KvGeometry kv{16, 1024};
   // Graphs mode: decode steps (one token per sequence) are padded to the smallest bucket that
   // holds them and replayed from a graph captured once per bucket; the block table is
