@@ -149,5 +149,25 @@ TEST(Executor, UnknownTileFunctionIsAnError) {
   EXPECT_NE(stats.status().message().find("unknown tile function 'nonexistent'"), std::string::npos);
 }
 
+// A buffer bound to caller-owned memory is read and written there (the decode step's KV cache);
+// memory of the wrong size is refused by buffer name.
+TEST(BufferStore, ExternalMemoryIsUsedInPlaceAndSizeChecked) {
+  const ir::Graph g = testing::compiled_example("splitk.evt", {{"B", 3}});
+  auto tg = ir::instantiate(g, {{"B", 3}});
+  ASSERT_TRUE(tg.ok()) << tg.status().message();
+  runtime::cpu::BufferStore store(*tg);
+  const int c = g.buffer_index("C");
+  std::vector<float> mine(96, -1.0f);
+  EXPECT_FALSE(store.bind_external(c, std::as_writable_bytes(std::span(mine).first(95))).ok());
+  ASSERT_TRUE(store.bind_external(c, std::as_writable_bytes(std::span(mine))).ok());
+  EXPECT_EQ(store.view(c).data, mine.data());
+  store.fill_inputs(7);
+  ASSERT_TRUE(runtime::cpu::execute(*tg, kernels::Registry::builtins(), store, {}).ok());
+  const float* a = static_cast<const float*>(store.view(g.buffer_index("A")).data);
+  float row0 = 0;
+  for (int k = 0; k < 128; ++k) row0 += a[k];
+  EXPECT_NEAR(mine[0], row0, 1e-3);  // C[0] = sum of A's row 0, written into `mine`
+}
+
 }  // namespace
 }  // namespace evt
