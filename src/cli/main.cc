@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cli/bench_decode.h"
 #include "cli/bench_sched.h"
 #include "cli/devices_command.h"
 #include "cli/generate_command.h"
@@ -19,6 +20,7 @@ int main(int argc, char** argv) {
   CLI::App* bench = app.add_subcommand("bench", "Benchmarks, printed as a table and optionally written as JSON");
   bench->require_subcommand(1);
   evt::cli::add_bench_sched_command(*bench);
+  evt::cli::add_bench_decode_command(*bench);
   try {
     app.parse(argc, argv);
   } catch (const CLI::Error& e) {

@@ -142,6 +142,8 @@ class CudaDecoder final : public Decoder {
     auto d = std::unique_ptr<CudaDecoder>(new CudaDecoder(config, std::move(model), o));
     EVT_ASSIGN_OR_RETURN(d->megakernel_, mk::CudaMegakernel<MK>::create(o.device));
     EVT_CUDA_RETURN(cudaStreamCreateWithFlags(&d->stream_, cudaStreamNonBlocking));
+    EVT_CUDA_RETURN(cudaEventCreate(&d->start_));
+    EVT_CUDA_RETURN(cudaEventCreate(&d->end_));
     EVT_RETURN_IF_ERROR(
         place_weights(config, d->model_ ? &d->model_->weights : nullptr, seed, d->stream_, d->weights_));
     EVT_RETURN_IF_ERROR(d->upload_constants());
@@ -149,6 +151,8 @@ class CudaDecoder final : public Decoder {
   }
 
   ~CudaDecoder() override {
+    if (start_) cudaEventDestroy(start_);
+    if (end_) cudaEventDestroy(end_);
     if (stream_) cudaStreamDestroy(stream_);
   }
 
@@ -156,8 +160,7 @@ class CudaDecoder final : public Decoder {
   KvGeometry kv() const override { return options_.kv; }
   std::string describe() const override {
     return fmt::format("cuda {}, {} SMs, {} blocks, {:.2f} GB of weights", exec_name(options_.exec),
-                       megakernel_->sms(), blocks(),
-                       weights_.bytes / 1e9);
+                       megakernel_->sms(), blocks(), weights_.bytes / 1e9);
   }
 
   Expected<StepOutput> step(const StepBatch& batch, bool want_logits) override {
@@ -188,9 +191,15 @@ class CudaDecoder final : public Decoder {
                                                            : mk::kKernels;
     o.cuda_graph = replay;
     o.blocks = blocks();
-    EVT_RETURN_IF_ERROR(megakernel_->run(p, o));
+    EVT_CUDA_RETURN(cudaEventRecord(start_, stream_));
+    EVT_RETURN_IF_ERROR(megakernel_->enqueue(p, o));
+    EVT_CUDA_RETURN(cudaEventRecord(end_, stream_));
+    EVT_RETURN_IF_ERROR(megakernel_->finish());
 
     StepOutput out;
+    float ms = 0;
+    EVT_CUDA_RETURN(cudaEventElapsedTime(&ms, start_, end_));
+    out.device_ms = ms;
     out.next.resize(static_cast<size_t>(batch.sequences()));
     EVT_CUDA_RETURN(cudaMemcpy(out.next.data(), p.buffers[buffer_index<MK>("next")].data, out.next.size() * 4,
                                cudaMemcpyDeviceToHost));
@@ -293,6 +302,7 @@ class CudaDecoder final : public Decoder {
   CudaDecoderOptions options_;
   std::unique_ptr<mk::CudaMegakernel<MK>> megakernel_;
   cudaStream_t stream_ = nullptr;
+  cudaEvent_t start_ = nullptr, end_ = nullptr;  // around each step's kernels
   DeviceWeights weights_;
   DeviceWords constants_, k_cache_, v_cache_, inputs_;
   void* wtab_ = nullptr;

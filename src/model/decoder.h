@@ -32,6 +32,7 @@ std::string exec_names();
 struct StepOutput {
   std::vector<int32_t> next;  // greedy token per sequence
   std::vector<float> logits;  // S x V, when the step asked for them
+  double device_ms = 0;       // CUDA: the step's kernels by device events (inputs uploaded); CPU: 0
 };
 
 class Decoder {

@@ -2,9 +2,10 @@
 // The matrix-vector core of every projection tile: rows [n0, n1) of a bf16 weight matrix times
 // the f32 activations of every token of the step, over the columns [k0, k1), with the input's
 // RMSNorm optionally fused in. A warp owns a row (or kRows rows read together, as gate and up),
-// its lanes stride the columns with 16-byte weight loads, and kTokenGroup tokens share each
-// weight load; the warp's sum goes to the caller's epilogue. Any token count works: tokens are
-// taken in chunks whose norm scales sit in shared memory.
+// its lanes stride the columns with 16-byte weight loads, kUnroll of them per row in flight
+// before the first is used (decode is bound by loads in flight, not by arithmetic), and
+// kTokenGroup tokens share each weight load; the warp's sum goes to the caller's epilogue. Any
+// token count works: tokens are taken in chunks whose norm scales sit in shared memory.
 
 #include "kernels/llm/warp_ops.h"
 
@@ -12,6 +13,7 @@ namespace evt::kernels::llm {
 
 inline constexpr int kScaleChunk = 64;  // tokens whose RMSNorm scales one pass keeps
 inline constexpr int kTokenGroup = 4;   // tokens that share one load of the weights
+inline constexpr int kUnroll = 4;       // 16-byte weight loads per row a lane issues before using one
 
 struct GemvInput {
   const float* x = nullptr;  // token t's row starts at x + t * ld
@@ -60,21 +62,32 @@ EVT_HD void gemv_tile(const Block& b, const GemvInput& in, int64_t n0, int64_t n
       for (int64_t t0 = 0; t0 < count; t0 += kTokenGroup) {
         const int group = static_cast<int>(min_of<int64_t>(kTokenGroup, count - t0));
         float acc[kRows][kTokenGroup] = {};
-        for (int64_t k = k0 + 8 * lane(b); k < k1; k += 8 * lanes()) {
-          float wv[kRows][8];
-          for (int r = 0; r < kRows; ++r) load8_bf16(w[r] + k, wv[r]);
-          if (in.norm_w != nullptr) {
-            float g[8];
-            load8_bf16(in.norm_w + k, g);
+        constexpr int64_t kStep = 8 * lanes();  // columns the warp covers per load
+        for (int64_t k = k0 + 8 * lane(b); k < k1; k += kStep * kUnroll) {
+          Bf16x8 raw[kUnroll][kRows];
+          for (int u = 0; u < kUnroll; ++u) {
             for (int r = 0; r < kRows; ++r) {
-              for (int i = 0; i < 8; ++i) wv[r][i] *= g[i];
+              if (k + u * kStep < k1) raw[u][r] = load_bf16x8(w[r] + k + u * kStep);
             }
           }
-          for (int tt = 0; tt < kTokenGroup; ++tt) {
-            if (tt >= group) break;
-            const float* xr = x + (t0 + tt) * in.ld + k;
-            for (int r = 0; r < kRows; ++r) {
-              for (int i = 0; i < 8; ++i) acc[r][tt] += wv[r][i] * xr[i];
+          for (int u = 0; u < kUnroll; ++u) {
+            const int64_t ku = k + u * kStep;
+            if (ku >= k1) break;
+            float wv[kRows][8];
+            for (int r = 0; r < kRows; ++r) unpack_bf16x8(raw[u][r], wv[r]);
+            if (in.norm_w != nullptr) {
+              float g[8];
+              load8_bf16(in.norm_w + ku, g);
+              for (int r = 0; r < kRows; ++r) {
+                for (int i = 0; i < 8; ++i) wv[r][i] *= g[i];
+              }
+            }
+            for (int tt = 0; tt < kTokenGroup; ++tt) {
+              if (tt >= group) break;
+              const float* xr = x + (t0 + tt) * in.ld + ku;
+              for (int r = 0; r < kRows; ++r) {
+                for (int i = 0; i < 8; ++i) acc[r][tt] += wv[r][i] * xr[i];
+              }
             }
           }
         }

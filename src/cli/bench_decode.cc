@@ -1,0 +1,190 @@
+#include "cli/bench_decode.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <fstream>
+#include <memory>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/command_exit.h"
+#include "model/presets.h"
+#include "model/weights.h"
+
+#ifdef EVT_HAVE_CUDA
+#include <cuda_runtime.h>
+
+#include "model/cuda_decoder.h"
+#include "runtime/cuda/read_bandwidth.h"
+#endif
+
+namespace evt::cli {
+
+namespace {
+
+struct BenchDecodeArgs {
+  std::vector<std::string> presets;
+  std::vector<int64_t> batches = {1};
+  std::vector<int64_t> contexts = {512};
+  std::vector<std::string> execs = {"megakernel", "graphs", "kernels"};
+  int reps = 30;
+  int warmup = 5;
+  std::string json_path;
+  std::string commit;
+};
+
+#ifdef EVT_HAVE_CUDA
+
+// The streaming-read bandwidth of this GPU, on a 4 GiB buffer.
+double read_bandwidth_tbps() {
+  void* data = nullptr;
+  const int64_t bytes = int64_t{4} << 30;
+  if (cudaMalloc(&data, bytes) != cudaSuccess || cudaMemset(data, 0x5a, bytes) != cudaSuccess) {
+    fail(kFailed, "cannot allocate 4 GiB for the bandwidth measurement");
+  }
+  double tbps = 0;
+  const cudaError_t e = runtime::cuda::measure_read_bandwidth(data, bytes, 20, &tbps);
+  cudaFree(data);
+  if (e != cudaSuccess) fail(kFailed, fmt::format("bandwidth measurement: {}", cudaGetErrorString(e)));
+  return tbps;
+}
+
+int64_t weight_bytes(const model::ModelConfig& c) {
+  int64_t bytes = 0;
+  for (const auto& spec : model::model_tensor_specs(c)) bytes += static_cast<int64_t>(spec.size_bytes());
+  return bytes;
+}
+
+// B sequences of `ctx` cached positions each, one new token per sequence; pages laid out
+// sequence after sequence. The cache holds whatever an earlier step left, which costs the same.
+model::StepBatch decode_batch(const model::ModelConfig& c, int64_t batch, int64_t ctx, int64_t page_size,
+                              std::mt19937& rng) {
+  model::StepBatch b;
+  const int64_t pages = ctx / page_size + 1;
+  b.pages_per_seq = pages;
+  for (int64_t s = 0; s < batch; ++s) {
+    b.ids.push_back(static_cast<int32_t>(rng() % static_cast<uint32_t>(c.vocab_size)));
+    b.positions.push_back(static_cast<int32_t>(ctx));
+    b.token_seq.push_back(static_cast<int32_t>(s));
+    b.logit_rows.push_back(static_cast<int32_t>(s));
+    for (int64_t p = 0; p < pages; ++p) b.block_table.push_back(static_cast<int32_t>(s * pages + p));
+  }
+  return b;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+void run_bench_decode(const BenchDecodeArgs& a) {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) fail(kUsage, "bench decode needs a CUDA device");
+  cudaDeviceProp prop{};
+  cudaGetDeviceProperties(&prop, 0);
+  const double tbps = read_bandwidth_tbps();
+  fmt::print("device: {}, {} SMs; streaming read measured at {:.2f} TB/s\n", prop.name, prop.multiProcessorCount, tbps);
+  nlohmann::json results = nlohmann::json::array();
+  fmt::print("{:<14} {:>4} {:>6} {:<20} {:>9} {:>9} {:>8}\n", "model", "B", "ctx", "exec", "ms/step", "floor ms",
+             "x floor");
+  std::mt19937 rng(1);
+  for (const std::string& preset : a.presets) {
+    auto config = model::preset_config(preset);
+    if (!config.ok()) fail(kUsage, config.status().message());
+    const int64_t page_size = 16;
+    const int64_t max_batch = *std::max_element(a.batches.begin(), a.batches.end());
+    const int64_t max_ctx = *std::max_element(a.contexts.begin(), a.contexts.end());
+    for (const std::string& exec_text : a.execs) {
+      const auto exec = model::parse_exec(exec_text);
+      if (!exec) fail(kUsage, fmt::format("--exec {}: expected one of {}", exec_text, model::exec_names()));
+      model::CudaDecoderOptions o;
+      o.exec = *exec;
+      o.kv = model::KvGeometry{page_size, max_batch * (max_ctx / page_size + 1)};
+      o.max_context = (max_ctx / page_size + 1) * page_size;
+      auto decoder = model::make_cuda_decoder_random(*config, 0, o);
+      if (!decoder.ok()) fail(kFailed, fmt::format("{} {}: {}", preset, exec_text, decoder.status().message()));
+      const model::ModelConfig& c = (*decoder)->config();
+      for (int64_t batch : a.batches) {
+        for (int64_t ctx : a.contexts) {
+          const model::StepBatch step = decode_batch(c, batch, ctx, page_size, rng);
+          std::vector<double> ms;
+          for (int r = -a.warmup; r < a.reps; ++r) {
+            auto out = (*decoder)->step(step, false);
+            if (!out.ok()) fail(kFailed, fmt::format("{} {} B={} ctx={}: {}", preset, exec_text, batch, ctx,
+                                                     out.status().message()));
+            if (r >= 0) ms.push_back(out->device_ms);
+          }
+          const int64_t kv_bytes = batch * (ctx + 1) * c.num_layers * 2 * c.num_kv_heads * c.head_dim * 2;
+          const double floor_ms = static_cast<double>(weight_bytes(c) + kv_bytes) / (tbps * 1e12) * 1e3;
+          const double step_ms = median(ms);
+          fmt::print("{:<14} {:>4} {:>6} {:<20} {:>9.3f} {:>9.3f} {:>8.2f}\n", preset, batch, ctx, exec_text, step_ms,
+                     floor_ms, step_ms / floor_ms);
+          results.push_back({{"model", preset},
+                             {"batch", batch},
+                             {"ctx", ctx},
+                             {"exec", exec_text},
+                             {"median_ms", step_ms},
+                             {"floor_ms", floor_ms},
+                             {"latency_over_floor", step_ms / floor_ms},
+                             {"weight_bytes", weight_bytes(c)},
+                             {"kv_bytes", kv_bytes},
+                             {"reps", a.reps}});
+        }
+      }
+    }
+  }
+  if (!a.json_path.empty()) {
+    nlohmann::json j = {{"benchmark", "eventide bench decode: device time of one decode step (CUDA events), random weights"},
+                        {"device", prop.name},
+                        {"sms", prop.multiProcessorCount},
+                        {"read_tbps", tbps},
+                        {"commit", a.commit},
+                        {"results", results}};
+    std::ofstream out(a.json_path);
+    out << j.dump(2) << "\n";
+    if (!out) fail(kFailed, fmt::format("cannot write {}", a.json_path));
+  }
+}
+
+#else
+
+void run_bench_decode(const BenchDecodeArgs&) { fail(kUsage, "bench decode needs a build with CUDA (nvcc) and a GPU"); }
+
+#endif
+
+}  // namespace
+
+void add_bench_decode_command(CLI::App& bench) {
+  auto o = std::make_shared<BenchDecodeArgs>();
+  CLI::App* cmd = bench.add_subcommand(
+      "decode",
+      "Decode-step latency on the GPU for real model shapes with random weights: the median device time of one "
+      "step per (model, batch, context, exec mode), against the floor (weight bytes + KV bytes read) / the "
+      "streaming-read bandwidth measured in the same run");
+  cmd->add_option("--preset", o->presets, fmt::format("model shapes, comma-separated: {}", fmt::join(model::preset_names(), ", ")))
+      ->delimiter(',')
+      ->required();
+  cmd->add_option("--batch", o->batches, "batch sizes (sequences, one new token each), comma-separated")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--ctx", o->contexts, "cached positions per sequence, comma-separated")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--exec", o->execs, "exec modes, comma-separated: megakernel, megakernel-dynamic, kernels, graphs")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--reps", o->reps, "timed steps per measurement (the median is reported)")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  cmd->add_option("--warmup", o->warmup, "untimed steps first (graphs capture here)")
+      ->check(CLI::Range(0, 1000))
+      ->capture_default_str();
+  cmd->add_option("--json", o->json_path, "also write the results as JSON to this file");
+  cmd->add_option("--commit", o->commit, "commit to record in the JSON");
+  cmd->callback([o] { run_bench_decode(*o); });
+}
+
+}  // namespace evt::cli
