@@ -377,7 +377,7 @@ void build_attention_merge(Case& c, Rng& rng) {
   for (auto& n : kv_len) n = rng.integer(1, s.max_context);
   kv_len[0] = s.max_context;
   const int64_t splits = ceil_div(s.max_context, s.kv_split) + s.kv_extra_splits;
-  c.grid = {s.layers, s.tokens};
+  c.grid = {s.layers, s.tokens, s.heads};
   c.layer = s.layer;
   HostTensor o = f32_tensor("o_part", {splits, s.tokens, s.heads, s.head_dim}, rng);
   HostTensor ml("ml", DType::kF32, {splits, s.tokens, s.heads, 2});
