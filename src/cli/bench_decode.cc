@@ -34,6 +34,7 @@ struct BenchDecodeArgs {
   int warmup = 5;
   std::string json_path;
   std::string commit;
+  std::string trace_prefix;
 };
 
 #ifdef EVT_HAVE_CUDA
@@ -117,6 +118,13 @@ void run_bench_decode(const BenchDecodeArgs& a) {
                                                      out.status().message()));
             if (r >= 0) ms.push_back(out->device_ms);
           }
+          if (!a.trace_prefix.empty() && (*exec == model::Exec::kMegakernel || *exec == model::Exec::kMegakernelDynamic)) {
+            // One more step, traced and untimed (recording costs time).
+            const std::string file = fmt::format("{}-{}-B{}-ctx{}-{}.json", a.trace_prefix, preset, batch, ctx, exec_text);
+            Status traced = (*decoder)->trace_next_step(file);
+            if (traced.ok()) traced = (*decoder)->step(step, false).status();
+            if (!traced.ok()) fail(kFailed, fmt::format("trace {}: {}", file, traced.message()));
+          }
           const int64_t kv_bytes = batch * (ctx + 1) * c.num_layers * 2 * c.num_kv_heads * c.head_dim * 2;
           const double floor_ms = static_cast<double>(weight_bytes(c) + kv_bytes) / (tbps * 1e12) * 1e3;
           const double step_ms = median(ms);
@@ -184,6 +192,9 @@ void add_bench_decode_command(CLI::App& bench) {
       ->capture_default_str();
   cmd->add_option("--json", o->json_path, "also write the results as JSON to this file");
   cmd->add_option("--commit", o->commit, "commit to record in the JSON");
+  cmd->add_option("--trace", o->trace_prefix,
+                  "also write a Chrome trace (Perfetto) of one extra, untimed step per megakernel measurement, to "
+                  "PREFIX-<model>-B<b>-ctx<c>-<exec>.json");
   cmd->callback([o] { run_bench_decode(*o); });
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <utility>
 
 #include "megakernels/dense_decode_d128.h"
 #include "megakernels/dense_decode_d64.h"
@@ -12,6 +13,7 @@
 #include "model/random_fill_cuda.h"
 #include "model/rope.h"
 #include "runtime/megakernel/cuda_instance.h"
+#include "runtime/megakernel/trace.h"
 
 namespace evt::model {
 
@@ -163,6 +165,14 @@ class CudaDecoder final : public Decoder {
                        megakernel_->sms(), blocks(), weights_.bytes / 1e9);
   }
 
+  Status trace_next_step(const std::string& path) override {
+    if (options_.exec != Exec::kMegakernel && options_.exec != Exec::kMegakernelDynamic) {
+      return error("--exec {}: traces cover the megakernel modes only", exec_name(options_.exec));
+    }
+    trace_path_ = path;
+    return Status();
+  }
+
   Expected<StepOutput> step(const StepBatch& batch, bool want_logits) override {
     const bool replay = options_.exec == Exec::kGraphs && batch.tokens() == batch.sequences() &&
                         batch.tokens() <= options_.graph_buckets.back();
@@ -191,10 +201,17 @@ class CudaDecoder final : public Decoder {
                                                            : mk::kKernels;
     o.cuda_graph = replay;
     o.blocks = blocks();
+    o.trace = !trace_path_.empty();
     EVT_CUDA_RETURN(cudaEventRecord(start_, stream_));
     EVT_RETURN_IF_ERROR(megakernel_->enqueue(p, o));
     EVT_CUDA_RETURN(cudaEventRecord(end_, stream_));
     EVT_RETURN_IF_ERROR(megakernel_->finish());
+    if (o.trace) {
+      const std::string path = std::exchange(trace_path_, "");
+      EVT_RETURN_IF_ERROR(mk::write_chrome_trace(path, megakernel_->last_trace(), [&](int g, int64_t linear) {
+        return MK::task_name(p, g, linear);
+      }));
+    }
 
     StepOutput out;
     float ms = 0;
@@ -310,6 +327,7 @@ class CudaDecoder final : public Decoder {
   PinnedBytes staging_;
   std::vector<DeviceWords> scratch_;
   StepBatch padded_;
+  std::string trace_path_;  // non-empty: trace the next step into this file
 };
 
 Expected<std::unique_ptr<Decoder>> make(const ModelConfig& config, std::shared_ptr<const LoadedModel> model,

@@ -43,6 +43,12 @@ class Decoder {
   // "cpu megakernel, 4 workers" and the like, for logs.
   virtual std::string describe() const = 0;
   virtual Expected<StepOutput> step(const StepBatch& batch, bool want_logits) = 0;
+  // Records every task of the next step and writes it as a Chrome trace (Perfetto) to `path`:
+  // one track per SM or worker, a slice per task with its wait inside. Megakernel modes only.
+  virtual Status trace_next_step(const std::string& path) {
+    (void)path;
+    return error("{}: no per-task trace for this backend", describe());
+  }
 };
 
 }  // namespace evt::model
