@@ -78,6 +78,38 @@ double percentile(std::vector<double> v, double q) {
   return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5)];
 }
 
+// The decoder the flags ask for; fails the command on any error.
+std::unique_ptr<model::Decoder> make_decoder(const GenerateArgs& a, const std::string& device, model::Exec exec,
+                                             const model::KvGeometry& kv) {
+  auto loaded_model = [&] {
+    auto loaded = model::load_model(a.model_dir, {.progress = model::terminal_progress("loading " + a.model_dir)});
+    if (!loaded.ok()) fail(kFailed, loaded.status().message());
+    return *loaded;
+  };
+  auto made = [](Expected<std::unique_ptr<model::Decoder>> d, int code) {
+    if (!d.ok()) fail(code, d.status().message());
+    return std::move(*d);
+  };
+  if (device == "cpu") {
+    if (a.random_weights) {
+      fail(kUsage, "--random-weights generates weights on the GPU; for the CPU write a model with make-model");
+    }
+    return made(model::make_cpu_decoder(loaded_model(), {.exec = exec, .workers = a.workers, .kv = kv}), kUsage);
+  }
+#ifdef EVT_HAVE_CUDA
+  model::CudaDecoderOptions o;
+  o.exec = exec;
+  o.kv = kv;
+  o.blocks = a.blocks;
+  if (!a.random_weights) return made(model::make_cuda_decoder(loaded_model(), o), kFailed);
+  auto config = model::preset_config(a.preset);
+  if (!config.ok()) fail(kUsage, config.status().message());
+  return made(model::make_cuda_decoder_random(*config, a.seed, o), kFailed);
+#else
+  fail(kUsage, "this build has no CUDA backend");
+#endif
+}
+
 void run_generate(const GenerateArgs& a) {
   if (a.model_dir.empty() == !a.random_weights) {
     fail(kUsage, "pass either --model DIR or --random-weights with --preset NAME");
@@ -98,37 +130,7 @@ void run_generate(const GenerateArgs& a) {
   }
   const model::KvGeometry kv{a.page_size, pages};
 
-  std::unique_ptr<model::Decoder> decoder;
-  if (device == "cpu") {
-    if (a.random_weights) {
-      fail(kUsage, "--random-weights generates weights on the GPU; for the CPU write a model with make-model");
-    }
-    auto loaded = model::load_model(a.model_dir, {.progress = model::terminal_progress("loading " + a.model_dir)});
-    if (!loaded.ok()) fail(kFailed, loaded.status().message());
-    auto d = model::make_cpu_decoder(*loaded, {.exec = *exec, .workers = a.workers, .kv = kv});
-    if (!d.ok()) fail(kUsage, d.status().message());
-    decoder = std::move(*d);
-  } else {
-#ifdef EVT_HAVE_CUDA
-    model::CudaDecoderOptions o;
-    o.exec = *exec;
-    o.kv = kv;
-    o.blocks = a.blocks;
-    Expected<std::unique_ptr<model::Decoder>> d = error("unreachable");
-    if (a.random_weights) {
-      auto config = model::preset_config(a.preset);
-      if (!config.ok()) fail(kUsage, config.status().message());
-      d = model::make_cuda_decoder_random(*config, a.seed, o);
-    } else {
-      auto loaded = model::load_model(a.model_dir, {.progress = model::terminal_progress("loading " + a.model_dir)});
-      if (!loaded.ok()) fail(kFailed, loaded.status().message());
-      d = model::make_cuda_decoder(*loaded, o);
-    }
-    if (!d.ok()) fail(kFailed, d.status().message());
-    decoder = std::move(*d);
-#endif
-  }
-
+  std::unique_ptr<model::Decoder> decoder = make_decoder(a, device, *exec, kv);
   const model::ModelConfig& c = decoder->config();
   fmt::print("model: {} {} layers, hidden {}, {} / {} heads of {}, vocab {}\n", model::architecture_name(c.architecture),
              c.num_layers, c.hidden_size, c.num_heads, c.num_kv_heads, c.head_dim, c.vocab_size);
