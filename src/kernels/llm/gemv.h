@@ -38,7 +38,8 @@ EVT_HD void rms_scales(const Block& b, const float* x, int64_t ld, int64_t n, in
 }
 
 // `rows(n, w)` sets w[r] to the start of weight row r of output n (r < kRows); `epi(t, n, v)`
-// receives the kRows dot products of token t. k0 and k1 - k0 must be multiples of 8.
+// receives the kRows dot products of token t. k0 and k1 - k0 must be multiples of 8, and the
+// GPU needs 16-byte aligned weight rows and activation rows (x and ld multiples of 4 floats).
 template <int kRows, class Block, class RowPtrs, class Epilogue>
 EVT_HD void gemv_tile(const Block& b, const GemvInput& in, int64_t n0, int64_t n1, int64_t k0, int64_t k1,
                       RowPtrs&& rows, Epilogue&& epi) {
@@ -84,9 +85,10 @@ EVT_HD void gemv_tile(const Block& b, const GemvInput& in, int64_t n0, int64_t n
             }
             for (int tt = 0; tt < kTokenGroup; ++tt) {
               if (tt >= group) break;
-              const float* xr = x + (t0 + tt) * in.ld + ku;
+              float xv[8];
+              load8_f32(x + (t0 + tt) * in.ld + ku, xv);
               for (int r = 0; r < kRows; ++r) {
-                for (int i = 0; i < 8; ++i) acc[r][tt] += wv[r][i] * xr[i];
+                for (int i = 0; i < 8; ++i) acc[r][tt] += wv[r][i] * xv[i];
               }
             }
           }
