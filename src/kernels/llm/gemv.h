@@ -12,7 +12,7 @@
 namespace evt::kernels::llm {
 
 inline constexpr int kScaleChunk = 64;  // tokens whose RMSNorm scales one pass keeps
-inline constexpr int kTokenGroup = 8;   // tokens that share one load of the weights
+inline constexpr int kTokenGroup = 4;   // tokens that share one load of the weights
 inline constexpr int kUnroll = 4;       // 16-byte weight loads per row a lane issues before using one
 
 struct GemvInput {
