@@ -11,6 +11,7 @@
 #include "megakernels/dense_decode_d128.h"
 #include "megakernels/dense_decode_d64.h"
 #include "model/decode_buffers.h"
+#include "model/decode_weights.h"
 #include "model/rope.h"
 #include "runtime/cpu/executor.h"
 
@@ -36,22 +37,10 @@ class CpuDecoder final : public Decoder {
   CpuDecoder(std::shared_ptr<const LoadedModel> model, const CpuDecoderOptions& o, ir::Graph graph)
       : model_(std::move(model)), options_(o), graph_(std::move(graph)) {
     const ModelConfig& c = model_->config;
-    const auto address = [](const Bf16Tensor& t) { return static_cast<int64_t>(reinterpret_cast<uintptr_t>(t.values.data())); };
+    // Per-layer weights stay where the loader put them (the checkpoint's mapping or a converted copy).
     wtab_.assign(static_cast<size_t>(c.num_layers * kernels::llm::kWeightColumns), 0);
-    for (int64_t l = 0; l < c.num_layers; ++l) {
-      const LayerWeights& w = model_->weights.layers[l];
-      int64_t* row = wtab_.data() + l * kernels::llm::kWeightColumns;
-      row[kernels::llm::kWq] = address(w.q_proj);
-      row[kernels::llm::kWk] = address(w.k_proj);
-      row[kernels::llm::kWv] = address(w.v_proj);
-      row[kernels::llm::kWo] = address(w.o_proj);
-      row[kernels::llm::kWgate] = address(w.gate_proj);
-      row[kernels::llm::kWup] = address(w.up_proj);
-      row[kernels::llm::kWdown] = address(w.down_proj);
-      row[kernels::llm::kWinputNorm] = address(w.input_layernorm);
-      row[kernels::llm::kWpostNorm] = address(w.post_attention_layernorm);
-      if (w.q_norm) row[kernels::llm::kWqNorm] = address(*w.q_norm);
-      if (w.k_norm) row[kernels::llm::kWkNorm] = address(*w.k_norm);
+    for (const DecodeWeight& w : decode_weights(c, &model_->weights)) {
+      if (w.layer >= 0) wtab_[w.wtab_index()] = static_cast<int64_t>(reinterpret_cast<uintptr_t>(w.host->values.data()));
     }
     inv_freq_ = rope_inv_freq(c);
     const size_t cache = static_cast<size_t>(c.num_layers * o.kv.slots() * c.num_kv_heads * c.head_dim);
@@ -67,9 +56,7 @@ class CpuDecoder final : public Decoder {
 
   Expected<StepOutput> step(const StepBatch& batch, bool want_logits) override {
     const ModelConfig& c = model_->config;
-    int64_t longest = 1;
-    for (int32_t p : batch.positions) longest = std::max<int64_t>(longest, p + 1);
-    const Tiling tiling = default_tiling(c, batch.tokens(), longest, options_.workers);
+    const Tiling tiling = default_tiling(c, batch.tokens(), batch.longest_context(), options_.workers);
     EVT_ASSIGN_OR_RETURN(StepPlan plan, plan_step(c, tiling, options_.kv, batch));
     const ModelWeights& w = model_->weights;
     const HostBuffers host = {

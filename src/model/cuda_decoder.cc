@@ -10,10 +10,12 @@
 #include "megakernels/dense_decode_d128.h"
 #include "megakernels/dense_decode_d64.h"
 #include "model/decode_buffers.h"
+#include "model/decode_weights.h"
 #include "model/random_fill_cuda.h"
 #include "model/rope.h"
 #include "runtime/megakernel/cuda_instance.h"
 #include "runtime/megakernel/trace.h"
+#include "util/int_math.h"
 
 namespace evt::model {
 
@@ -22,8 +24,6 @@ namespace {
 namespace llm = kernels::llm;
 using mk::DeviceWords;
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-int64_t align_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
 
 // Host memory the GPU can copy from asynchronously.
 class PinnedBytes {
@@ -50,15 +50,6 @@ class PinnedBytes {
   size_t size_ = 0;
 };
 
-// One weight tensor's place in the device arena and how to fill it.
-struct WeightPlacement {
-  std::string what;             // for messages
-  const Bf16Tensor* host;       // uploaded from here, or random when null
-  int64_t numel, fan_in;        // fan_in 0: a norm weight (1 +- 0.1); -1: an embedding
-  int64_t offset = 0;           // bytes into the arena
-  int64_t* address = nullptr;   // where its device address goes (a wtab cell or a global)
-};
-
 // The model's weights on the device: one arena, per-layer addresses in wtab (host copy) and the
 // global tensors.
 struct DeviceWeights {
@@ -70,41 +61,16 @@ struct DeviceWeights {
 
 Status place_weights(const ModelConfig& c, const ModelWeights* host, uint64_t seed, cudaStream_t stream,
                      DeviceWeights& w) {
-  const int64_t hidden = c.hidden_size, inter = c.intermediate_size, d = c.head_dim;
   w.wtab.assign(static_cast<size_t>(c.num_layers * llm::kWeightColumns), 0);
-  std::vector<WeightPlacement> list;
-  auto add = [&](std::string what, const Bf16Tensor* t, int64_t numel, int64_t fan_in, int64_t* address) {
-    list.push_back({std::move(what), t, numel, fan_in, 0, address});
-  };
-  add("embed_tokens", host ? &host->embed_tokens : nullptr, c.vocab_size * hidden, -1, &w.embed);
-  for (int64_t l = 0; l < c.num_layers; ++l) {
-    const LayerWeights* lw = host ? &host->layers[l] : nullptr;
-    int64_t* row = w.wtab.data() + l * llm::kWeightColumns;
-    const std::string p = fmt::format("layer {} ", l);
-    add(p + "q_proj", lw ? &lw->q_proj : nullptr, c.q_size() * hidden, hidden, &row[llm::kWq]);
-    add(p + "k_proj", lw ? &lw->k_proj : nullptr, c.kv_size() * hidden, hidden, &row[llm::kWk]);
-    add(p + "v_proj", lw ? &lw->v_proj : nullptr, c.kv_size() * hidden, hidden, &row[llm::kWv]);
-    add(p + "o_proj", lw ? &lw->o_proj : nullptr, hidden * c.q_size(), c.q_size(), &row[llm::kWo]);
-    add(p + "gate_proj", lw ? &lw->gate_proj : nullptr, inter * hidden, hidden, &row[llm::kWgate]);
-    add(p + "up_proj", lw ? &lw->up_proj : nullptr, inter * hidden, hidden, &row[llm::kWup]);
-    add(p + "down_proj", lw ? &lw->down_proj : nullptr, hidden * inter, inter, &row[llm::kWdown]);
-    add(p + "input_layernorm", lw ? &lw->input_layernorm : nullptr, hidden, 0, &row[llm::kWinputNorm]);
-    add(p + "post_attention_layernorm", lw ? &lw->post_attention_layernorm : nullptr, hidden, 0, &row[llm::kWpostNorm]);
-    if (c.qk_norm) {
-      add(p + "q_norm", lw ? &*lw->q_norm : nullptr, d, 0, &row[llm::kWqNorm]);
-      add(p + "k_norm", lw ? &*lw->k_norm : nullptr, d, 0, &row[llm::kWkNorm]);
-    }
-  }
-  add("norm", host ? &host->norm : nullptr, hidden, 0, &w.final_norm);
-  if (!c.tie_word_embeddings) add("lm_head", host ? &host->lm_head : nullptr, c.vocab_size * hidden, hidden, &w.lm_head);
-
+  const std::vector<DecodeWeight> list = decode_weights(c, host);
+  std::vector<int64_t> offsets;  // bytes into the arena, per weight
   int64_t at = 0;
-  for (WeightPlacement& p : list) {
+  for (const DecodeWeight& p : list) {
     if (p.host != nullptr && p.host->numel() != p.numel) {
       return error("{} ({}): {} values, the config needs {}", p.host->name, p.host->file, p.host->numel(), p.numel);
     }
-    p.offset = at;
-    at = align_up(at + p.numel * 2, 256);
+    offsets.push_back(at);
+    at = round_up(at + p.numel * 2, 256);
   }
   w.bytes = at;
   if (Status s = w.arena.reserve(static_cast<size_t>(ceil_div(at, 8))); !s.ok()) {
@@ -112,9 +78,15 @@ Status place_weights(const ModelConfig& c, const ModelWeights* host, uint64_t se
   }
   auto* base = reinterpret_cast<std::byte*>(w.arena.data());
   for (size_t i = 0; i < list.size(); ++i) {
-    WeightPlacement& p = list[i];
-    auto* dst = reinterpret_cast<uint16_t*>(base + p.offset);
-    *p.address = static_cast<int64_t>(reinterpret_cast<uintptr_t>(dst));
+    const DecodeWeight& p = list[i];
+    auto* dst = reinterpret_cast<uint16_t*>(base + offsets[i]);
+    const auto address = static_cast<int64_t>(reinterpret_cast<uintptr_t>(dst));
+    switch (p.global) {
+      case GlobalWeight::kEmbed: w.embed = address; break;
+      case GlobalWeight::kFinalNorm: w.final_norm = address; break;
+      case GlobalWeight::kLmHead: w.lm_head = address; break;
+      case GlobalWeight::kNone: w.wtab[p.wtab_index()] = address; break;
+    }
     if (p.host != nullptr) {
       EVT_CUDA_RETURN(cudaMemcpy(dst, p.host->values.data(), static_cast<size_t>(p.numel * 2), cudaMemcpyHostToDevice));
     } else {
@@ -177,9 +149,7 @@ class CudaDecoder final : public Decoder {
     const bool replay = options_.exec == Exec::kGraphs && batch.tokens() == batch.sequences() &&
                         batch.tokens() <= options_.graph_buckets.back();
     const StepBatch& run = replay ? padded(batch) : batch;
-    int64_t longest = 1;
-    for (int32_t p : run.positions) longest = std::max<int64_t>(longest, p + 1);
-    if (replay) longest = options_.max_context;
+    const int64_t longest = replay ? options_.max_context : run.longest_context();
     const Tiling tiling = default_tiling(config_, run.tokens(), longest, blocks());
     EVT_ASSIGN_OR_RETURN(StepPlan plan, plan_step(config_, tiling, cache_geometry(), run));
     if (replay) plan.dims["KVS"] = ceil_div(options_.max_context, tiling.kv_split_len);
@@ -248,7 +218,7 @@ class CudaDecoder final : public Decoder {
         static_cast<int64_t>(weights_.wtab.size()) * 8 + static_cast<int64_t>(inv_freq.size()) * 4 + 256, 8))));
     auto* base = reinterpret_cast<std::byte*>(constants_.data());
     wtab_ = base;
-    inv_freq_ = base + align_up(static_cast<int64_t>(weights_.wtab.size()) * 8, 256);
+    inv_freq_ = base + round_up(static_cast<int64_t>(weights_.wtab.size()) * 8, 256);
     EVT_CUDA_RETURN(cudaMemcpy(wtab_, weights_.wtab.data(), weights_.wtab.size() * 8, cudaMemcpyHostToDevice));
     EVT_CUDA_RETURN(cudaMemcpy(inv_freq_, inv_freq.data(), inv_freq.size() * 4, cudaMemcpyHostToDevice));
     const KvGeometry g = cache_geometry();
@@ -286,14 +256,14 @@ class CudaDecoder final : public Decoder {
   // and scratch that only grows, so a graph bucket sees the same addresses every step.
   Status bind(mk::ParamsOf<MK>& p, std::span<const StagedInput> inputs) {
     int64_t total = 0;
-    for (const StagedInput& in : inputs) total += align_up(in.bytes, 256);
+    for (const StagedInput& in : inputs) total += round_up(in.bytes, 256);
     EVT_RETURN_IF_ERROR(staging_.reserve(static_cast<size_t>(total)));
     EVT_RETURN_IF_ERROR(inputs_.reserve(static_cast<size_t>(ceil_div(total, 8))));
     int64_t at = 0;
     for (const StagedInput& in : inputs) {
       std::memcpy(staging_.data() + at, in.data, static_cast<size_t>(in.bytes));
       p.buffers[buffer_index<MK>(in.buffer)].data = reinterpret_cast<std::byte*>(inputs_.data()) + at;
-      at += align_up(in.bytes, 256);
+      at += round_up(in.bytes, 256);
     }
     EVT_CUDA_RETURN(cudaMemcpyAsync(inputs_.data(), staging_.data(), static_cast<size_t>(at), cudaMemcpyHostToDevice,
                                     stream_));

@@ -4,13 +4,9 @@
 #include <bit>
 
 #include "kernels/llm/decode_attention.h"
+#include "util/int_math.h"
 
 namespace evt::model {
-
-namespace {
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
-}  // namespace
 
 bool decode_head_dim_supported(int64_t head_dim) { return head_dim == 64 || head_dim == 128; }
 
@@ -59,7 +55,6 @@ Expected<StepPlan> plan_step(const ModelConfig& c, const Tiling& tiling, const K
     return error("step: the block table holds {} entries, expected {} sequences x {} pages", batch.block_table.size(),
                  seqs, batch.pages_per_seq);
   }
-  int64_t longest = 1;
   for (int64_t t = 0; t < tokens; ++t) {
     if (batch.ids[t] < 0 || batch.ids[t] >= c.vocab_size) {
       return error("step: token {} has id {}, outside the vocab of {}", t, batch.ids[t], c.vocab_size);
@@ -71,7 +66,6 @@ Expected<StepPlan> plan_step(const ModelConfig& c, const Tiling& tiling, const K
       return error("step: token {} sits at position {}, beyond the {} pages of its block table row", t,
                    batch.positions[t], batch.pages_per_seq);
     }
-    longest = std::max<int64_t>(longest, batch.positions[t] + 1);
   }
   for (int64_t s = 0; s < seqs; ++s) {
     if (batch.logit_rows[s] < 0 || batch.logit_rows[s] >= tokens) {
@@ -97,7 +91,7 @@ Expected<StepPlan> plan_step(const ModelConfig& c, const Tiling& tiling, const K
       {"NI", ceil_div(c.intermediate_size, tiling.rows_i)},
       {"NV", ceil_div(c.vocab_size, tiling.rows_v)},
       {"KQ", ceil_div(c.hidden_size, qkv_split_len)},
-      {"KVS", ceil_div(longest, tiling.kv_split_len)},
+      {"KVS", ceil_div(batch.longest_context(), tiling.kv_split_len)},
       {"SLOTS", kv.slots()},
       {"MAXB", batch.pages_per_seq},
   };

@@ -27,6 +27,12 @@ struct StepBatch {
   int64_t pages_per_seq = 0;
 
   int64_t tokens() const { return static_cast<int64_t>(ids.size()); }
+  // Positions the longest-reaching token attends to (at least 1).
+  int64_t longest_context() const {
+    int64_t longest = 1;
+    for (int32_t p : positions) longest = p + 1 > longest ? p + 1 : longest;
+    return longest;
+  }
   int64_t sequences() const { return static_cast<int64_t>(logit_rows.size()); }
 };
 
