@@ -11,6 +11,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "util/int_math.h"
+
 namespace evt::testing::llm {
 
 namespace kl = kernels::llm;
@@ -108,18 +110,7 @@ void bind_host_weights(Case& c) {
   set_weight_addresses(c, addresses);
 }
 
-uint16_t to_bf16(float f) {
-  const uint32_t bits = std::bit_cast<uint32_t>(f);
-  if (std::isnan(f)) return static_cast<uint16_t>((bits >> 16) | 0x40u);
-  const uint32_t lsb = (bits >> 16) & 1u;
-  return static_cast<uint16_t>((bits + 0x7fffu + lsb) >> 16);
-}
-
-float from_bf16(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
-
 namespace {
-
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 class Rng {
  public:
@@ -137,7 +128,7 @@ class Rng {
       if (t.dtype == DType::kF32) {
         t.as<float>()[i] = v;
       } else if (t.dtype == DType::kBf16) {
-        t.as<uint16_t>()[i] = to_bf16(v);
+        t.as<uint16_t>()[i] = float_to_bf16(v);
       } else {
         throw std::logic_error("fill: " + t.name + " is not a float tensor");
       }

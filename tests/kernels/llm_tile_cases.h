@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "kernels/llm/decode_config.h"
+#include "model/bf16.h"
 
 namespace evt::testing::llm {
 
@@ -122,9 +123,9 @@ Case build_case(const CaseSpec& spec);
 std::string case_name(const CaseSpec& spec);
 std::ostream& operator<<(std::ostream& os, const CaseSpec& spec);  // "row name", for test output
 
-// bf16 from f32, round to nearest even, written here rather than taken from warp_ops.h so that the
-// inputs do not depend on the code under test.
-uint16_t to_bf16(float f);
-float from_bf16(uint16_t b);
+// bf16 conversions come from the loader's model/bf16.h rather than warp_ops.h, so that the inputs
+// do not depend on the code under test.
+using model::bf16_to_float;
+using model::float_to_bf16;
 
 }  // namespace evt::testing::llm

@@ -64,7 +64,7 @@ std::string show(DType t, const std::byte* p, int64_t i) {
     case DType::kBf16: {
       const uint16_t bits = load<uint16_t>(p, i);
       if (bits == kPoisonBf16) return "poison";
-      os << from_bf16(bits) << " (0x" << std::hex << bits << ")";
+      os << bf16_to_float(bits) << " (0x" << std::hex << bits << ")";
       break;
     }
     case DType::kI32: {
@@ -145,7 +145,7 @@ OutputReport compare_one(const OutputSpec& spec, const GuardedImage& got, const 
         break;
       case DType::kBf16: {
         const uint16_t gb = load<uint16_t>(g, i), wb = load<uint16_t>(w, i);
-        compare_float(spec, i, from_bf16(gb), from_bf16(wb), std::abs(bf16_ordinal(gb) - bf16_ordinal(wb)), r, rep, g,
+        compare_float(spec, i, bf16_to_float(gb), bf16_to_float(wb), std::abs(bf16_ordinal(gb) - bf16_ordinal(wb)), r, rep, g,
                       w);
         break;
       }
@@ -284,7 +284,7 @@ void perturb(HostTensor& t, int64_t element) {
       t.as<float>()[element] += 4;
       break;
     case DType::kBf16:
-      t.as<uint16_t>()[element] = to_bf16(from_bf16(t.as<uint16_t>()[element]) + 4);
+      t.as<uint16_t>()[element] = float_to_bf16(bf16_to_float(t.as<uint16_t>()[element]) + 4);
       break;
     case DType::kI32:
       t.as<int32_t>()[element] += 1;
