@@ -11,15 +11,8 @@ namespace {
 void down_proj_reference(const TileArgs& a) {
   const BufferView &cfg = a.reads[0], &wtab = a.reads[1], &act = a.reads[2], &x_mid = a.reads[3], &x = a.writes[0];
   const int64_t l = a.tile[0], tokens = act.dim(0), inter = act.dim(1), hidden = x_mid.dim(1);
-  const int64_t per_tile = cfg_at(cfg, kCfgRowsH);
-  const uint16_t* w = ref_weight<uint16_t>(wtab, l, kWdown);
-  for (int64_t t = 0; t < tokens; ++t) {
-    for (int64_t r = a.tile[1] * per_tile; r < (a.tile[1] + 1) * per_tile && r < hidden; ++r) {
-      const double d = ref_dot(w, r, inter, act.as<const float>() + t * inter);
-      x.as<float>()[(((l + 1) % 2) * tokens + t) * hidden + r] =
-          static_cast<float>(x_mid.as<const float>()[t * hidden + r] + d);
-    }
-  }
+  ref_residual_projection(ref_weight<uint16_t>(wtab, l, kWdown), act.as<const float>(), tokens, inter, hidden, a.tile[1],
+                          cfg_at(cfg, kCfgRowsH), x_mid.as<const float>(), x.as<float>() + ((l + 1) % 2) * tokens * hidden);
 }
 
 }  // namespace

@@ -11,14 +11,8 @@ namespace {
 void o_proj_reference(const TileArgs& a) {
   const BufferView &cfg = a.reads[0], &wtab = a.reads[1], &attn = a.reads[2], &x = a.reads[3], &out = a.writes[0];
   const int64_t l = a.tile[0], tokens = attn.dim(0), width = attn.dim(1), hidden = out.dim(1);
-  const int64_t per_tile = cfg_at(cfg, kCfgRowsH);
-  const uint16_t* w = ref_weight<uint16_t>(wtab, l, kWo);
-  for (int64_t t = 0; t < tokens; ++t) {
-    for (int64_t r = a.tile[1] * per_tile; r < (a.tile[1] + 1) * per_tile && r < hidden; ++r) {
-      const double o = ref_dot(w, r, width, attn.as<const float>() + t * width);
-      out.as<float>()[t * hidden + r] = static_cast<float>(x.as<const float>()[((l % 2) * tokens + t) * hidden + r] + o);
-    }
-  }
+  ref_residual_projection(ref_weight<uint16_t>(wtab, l, kWo), attn.as<const float>(), tokens, width, hidden, a.tile[1],
+                          cfg_at(cfg, kCfgRowsH), x.as<const float>() + (l % 2) * tokens * hidden, out.as<float>());
 }
 
 }  // namespace

@@ -39,4 +39,16 @@ double ref_dot(const uint16_t* w, int64_t row, int64_t cols, const X* x) {
   return sum;
 }
 
+// out[t][r] = residual[t][r] + W[r] . x[t] over rows [tile * per_tile, ...) of `rows`, for every
+// token: the projections that end a block with the residual add. x is tokens x k; residual and
+// out are tokens x rows.
+inline void ref_residual_projection(const uint16_t* w, const float* x, int64_t tokens, int64_t k, int64_t rows,
+                                    int64_t tile, int64_t per_tile, const float* residual, float* out) {
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int64_t r = tile * per_tile; r < (tile + 1) * per_tile && r < rows; ++r) {
+      out[t * rows + r] = static_cast<float>(residual[t * rows + r] + ref_dot(w, r, k, x + t * k));
+    }
+  }
+}
+
 }  // namespace evt::kernels::llm
