@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command_exit.h"
+#include "cli/stats.h"
 #include "model/presets.h"
 #include "model/weights.h"
 
@@ -74,11 +75,6 @@ model::StepBatch decode_batch(const model::ModelConfig& c, int64_t batch, int64_
     for (int64_t p = 0; p < pages; ++p) b.block_table.push_back(static_cast<int32_t>(s * pages + p));
   }
   return b;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 void run_bench_decode(const BenchDecodeArgs& a) {

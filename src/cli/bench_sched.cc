@@ -19,6 +19,7 @@
 #include <vector>
 
 #ifdef EVT_HAVE_CUDA
+#include "cli/stats.h"
 #include "megakernels/branches.h"
 #include "megakernels/chain100.h"
 #include "megakernels/hops100.h"
@@ -40,11 +41,6 @@ struct BenchOptions {
 };
 
 #ifdef EVT_HAVE_CUDA
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
 
 struct Mode {
   const char* name;

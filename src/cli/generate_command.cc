@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command_exit.h"
+#include "cli/stats.h"
 #include "model/cpu_decoder.h"
 #include "model/generate.h"
 #include "model/presets.h"
@@ -70,12 +71,6 @@ bool cuda_device_present() {
 #else
   return false;
 #endif
-}
-
-double percentile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5)];
 }
 
 // The decoder the flags ask for; fails the command on any error.
