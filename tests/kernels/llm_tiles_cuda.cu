@@ -60,7 +60,7 @@ cudaError_t launch_tiles(const TileLaunch& launch, int blocks, cudaStream_t stre
 // A body as a type: the kernel template takes it by type rather than by function pointer, so the
 // host never needs the __host__ __device__ body instantiated for a block whose methods are
 // __device__ only.
-#define EVT_CUDA_BODY(tag, row_name, body_fn, reads, writes)                                                      \
+#define EVT_LLM_BODY(tag, row_name, body_fn, reads, writes)                                                       \
   struct tag {                                                                                                    \
     static constexpr const char* kRow = row_name;                                                                 \
     static constexpr const char* kBody = #body_fn;                                                                \
@@ -71,20 +71,8 @@ cudaError_t launch_tiles(const TileLaunch& launch, int blocks, cudaStream_t stre
     }                                                                                                             \
   };
 
-EVT_CUDA_BODY(EmbedGather, "embed_gather", evt::kernels::llm::embed_gather_body, 3, 1)
-EVT_CUDA_BODY(QkvProj, "qkv_proj", evt::kernels::llm::qkv_proj_body, 3, 1)
-EVT_CUDA_BODY(QkvFinishD64, "qkv_finish_d64", evt::kernels::llm::qkv_finish_d64_body, 7, 3)
-EVT_CUDA_BODY(QkvFinishD128, "qkv_finish_d128", evt::kernels::llm::qkv_finish_d128_body, 7, 3)
-EVT_CUDA_BODY(DecodeAttentionD64, "decode_attention_d64", evt::kernels::llm::decode_attention_d64_body, 7, 2)
-EVT_CUDA_BODY(DecodeAttentionD128, "decode_attention_d128", evt::kernels::llm::decode_attention_d128_body, 7, 2)
-EVT_CUDA_BODY(AttentionMerge, "attention_merge", evt::kernels::llm::attention_merge_body, 2, 1)
-EVT_CUDA_BODY(OProj, "o_proj", evt::kernels::llm::o_proj_body, 4, 1)
-EVT_CUDA_BODY(GateUpSilu, "gate_up_silu", evt::kernels::llm::gate_up_silu_body, 3, 1)
-EVT_CUDA_BODY(DownProj, "down_proj", evt::kernels::llm::down_proj_body, 4, 1)
-EVT_CUDA_BODY(FinalNorm, "final_norm", evt::kernels::llm::final_norm_body, 4, 1)
-EVT_CUDA_BODY(LmHead, "lm_head", evt::kernels::llm::lm_head_body, 3, 1)
-EVT_CUDA_BODY(Argmax, "argmax", evt::kernels::llm::argmax_body, 1, 1)
-#undef EVT_CUDA_BODY
+#include "kernels/llm_tile_bodies.inc"
+#undef EVT_LLM_BODY
 
 template <class B>
 constexpr CudaTileBody entry() {
@@ -92,19 +80,9 @@ constexpr CudaTileBody entry() {
 }
 
 const CudaTileBody kBodies[] = {
-    entry<EmbedGather>(),
-    entry<QkvProj>(),
-    entry<QkvFinishD64>(),
-    entry<QkvFinishD128>(),
-    entry<DecodeAttentionD64>(),
-    entry<DecodeAttentionD128>(),
-    entry<AttentionMerge>(),
-    entry<OProj>(),
-    entry<GateUpSilu>(),
-    entry<DownProj>(),
-    entry<FinalNorm>(),
-    entry<LmHead>(),
-    entry<Argmax>(),
+#define EVT_LLM_BODY(tag, row, body, reads, writes) entry<tag>(),
+#include "kernels/llm_tile_bodies.inc"
+#undef EVT_LLM_BODY
 };
 
 }  // namespace

@@ -47,19 +47,9 @@ struct CpuBody {
 #define EVT_CPU_BODY(row, body, reads, writes) \
   CpuBody { row, #body, reads, writes, &kernels::run_body_on_cpu<&body<kernels::SerialBlock>, reads, writes> }
 const CpuBody kCpuBodies[] = {
-    EVT_CPU_BODY("embed_gather", evt::kernels::llm::embed_gather_body, 3, 1),
-    EVT_CPU_BODY("qkv_proj", evt::kernels::llm::qkv_proj_body, 3, 1),
-    EVT_CPU_BODY("qkv_finish_d64", evt::kernels::llm::qkv_finish_d64_body, 7, 3),
-    EVT_CPU_BODY("qkv_finish_d128", evt::kernels::llm::qkv_finish_d128_body, 7, 3),
-    EVT_CPU_BODY("decode_attention_d64", evt::kernels::llm::decode_attention_d64_body, 7, 2),
-    EVT_CPU_BODY("decode_attention_d128", evt::kernels::llm::decode_attention_d128_body, 7, 2),
-    EVT_CPU_BODY("attention_merge", evt::kernels::llm::attention_merge_body, 2, 1),
-    EVT_CPU_BODY("o_proj", evt::kernels::llm::o_proj_body, 4, 1),
-    EVT_CPU_BODY("gate_up_silu", evt::kernels::llm::gate_up_silu_body, 3, 1),
-    EVT_CPU_BODY("down_proj", evt::kernels::llm::down_proj_body, 4, 1),
-    EVT_CPU_BODY("final_norm", evt::kernels::llm::final_norm_body, 4, 1),
-    EVT_CPU_BODY("lm_head", evt::kernels::llm::lm_head_body, 3, 1),
-    EVT_CPU_BODY("argmax", evt::kernels::llm::argmax_body, 1, 1),
+#define EVT_LLM_BODY(tag, row, body, reads, writes) EVT_CPU_BODY(row, body, reads, writes),
+#include "kernels/llm_tile_bodies.inc"
+#undef EVT_LLM_BODY
 };
 #undef EVT_CPU_BODY
 
