@@ -50,6 +50,10 @@ template <typename T>
 EVT_HD constexpr T min_of(T a, T b) {
   return a < b ? a : b;
 }
+template <typename T>
+EVT_HD constexpr T max_of(T a, T b) {
+  return a < b ? b : a;
+}
 
 // The block of the CPU executor: one thread, setting run-time counts through TileArgs.
 class SerialBlock {

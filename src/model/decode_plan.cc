@@ -4,6 +4,7 @@
 #include <bit>
 
 #include "kernels/llm/decode_attention.h"
+#include "kernels/llm/gemv.h"
 #include "util/int_math.h"
 
 namespace evt::model {
@@ -23,19 +24,49 @@ Status check_decodable(const ModelConfig& c) {
     return error("hidden_size {} and intermediate_size {} must be multiples of 8", c.hidden_size,
                  c.intermediate_size);
   }
+  // The widest projection input must fit one token's staged row in the GPU block's scratch.
+  const int64_t widest = std::max({c.hidden_size, c.intermediate_size, c.num_heads * c.head_dim});
+  if (kernels::llm::gemv_min_scratch(widest, kernels::llm::kDecodeThreads / 32) > kernels::llm::kDecodeScratchBytes) {
+    return error("a projection input of {} values does not fit the decode block's {} bytes of scratch", widest,
+                 kernels::llm::kDecodeScratchBytes);
+  }
   return Status();
 }
 
+namespace {
+
+// Rows per tile when `rows` are cut into tiles for `workers`: whole groups of `group` rows (the
+// projections' tensor-core tiles, gemv.h), as few tiles as keep the busiest worker's share the
+// least it can be. A tile's warps share its work evenly whatever its size, so one tile per
+// worker is best: each tile stages its input once.
+int64_t rows_per_tile(int64_t rows, int64_t group, int workers) {
+  return group * ceil_div(ceil_div(rows, group), std::max(workers, 1));
+}
+
+// The fewest K splits of the QKV projection (at most `most`) whose heads x splits tiles fill the
+// workers' rounds to 90% or more; failing that, the best filling.
+int64_t qkv_splits(int64_t heads, int64_t most, int workers) {
+  int64_t best = 1;
+  double best_fill = 0;
+  for (int64_t s = 1; s <= most; ++s) {
+    const int64_t tiles = heads * s;
+    const double fill = static_cast<double>(tiles) / static_cast<double>(workers * ceil_div(tiles, workers));
+    if (fill >= 0.9) return s;
+    if (fill > best_fill) best = s, best_fill = fill;
+  }
+  return best;
+}
+
+}  // namespace
+
 Tiling default_tiling(const ModelConfig& c, int64_t tokens, int64_t longest_context, int workers) {
-  // About two tiles per worker for the projections; the K split fills the grid for QKV, whose
-  // tiles are whole heads.
-  const int64_t target = 2 * std::max(workers, 1);
+  namespace llm = kernels::llm;
+  workers = std::max(workers, 1);
   Tiling t;
-  t.rows_h = std::max<int64_t>(1, ceil_div(c.hidden_size, target));
-  t.rows_i = std::max<int64_t>(1, ceil_div(c.intermediate_size, target));
-  t.rows_v = std::max<int64_t>(1, ceil_div(c.vocab_size, target));
-  const int64_t qkv_heads = c.num_heads + 2 * c.num_kv_heads;
-  t.qkv_splits = std::clamp<int64_t>(ceil_div(workers, qkv_heads), 1, std::max<int64_t>(1, c.hidden_size / 256));
+  t.rows_h = rows_per_tile(c.hidden_size, llm::kGroupRows, workers);
+  t.rows_i = rows_per_tile(c.intermediate_size, llm::kGroupRows / 2, workers);  // gate and up rows share a group
+  t.rows_v = rows_per_tile(c.vocab_size, llm::kGroupRows, workers);
+  t.qkv_splits = qkv_splits(c.num_heads + 2 * c.num_kv_heads, std::max<int64_t>(1, c.hidden_size / 256), workers);
   // KV splits: enough (token, KV head, split) tiles to cover the workers, each split >= 32.
   const int64_t splits =
       std::clamp<int64_t>(ceil_div(workers, tokens * c.num_kv_heads), 1, std::max<int64_t>(1, longest_context / 32));
@@ -76,7 +107,7 @@ Expected<StepPlan> plan_step(const ModelConfig& c, const Tiling& tiling, const K
     if (page < 0 || page >= kv.pages) return error("step: page {} is outside the cache's {} pages", page, kv.pages);
   }
 
-  const int64_t qkv_split_len = round_up(ceil_div(c.hidden_size, tiling.qkv_splits), 8);
+  const int64_t qkv_split_len = round_up(ceil_div(c.hidden_size, tiling.qkv_splits), kernels::llm::kBlockK);
   StepPlan plan;
   plan.dims = {
       {"T", tokens},

@@ -14,19 +14,17 @@
 #include "kernels/llm/o_proj.h"
 #include "kernels/llm/qkv_finish.h"
 #include "kernels/llm/qkv_proj.h"
+#include "kernels/llm/decode_config.h"
 #include "kernels/llm_tiles_cuda.h"
-#include "runtime/megakernel/cuda_launch.h"
 
 namespace evt::testing::llm {
 namespace {
 
 using kernels::DevBuffer;
 
-// Only to read CudaLaunch's block size, which does not depend on the megakernel.
-struct AnyMegakernel {
-  using ParamsType = int;
-};
-constexpr int kThreads = mk::CudaLaunch<AnyMegakernel>::kThreads;
+// The decode megakernel's block (LaunchShape in src/model/decode_megakernel_d*.cu).
+constexpr int kThreads = kernels::llm::kDecodeThreads;
+constexpr int kScratchBytes = kernels::llm::kDecodeScratchBytes;
 
 // The tile-body block interface (tile_body.h) on a CUDA block.
 struct CudaBlock {
@@ -53,7 +51,9 @@ __global__ void __launch_bounds__(kThreads) run_tiles(const TileLaunch launch) {
 
 template <class Body>
 cudaError_t launch_tiles(const TileLaunch& launch, int blocks, cudaStream_t stream) {
-  run_tiles<Body><<<blocks, kThreads, 0, stream>>>(launch);
+  const cudaError_t e = cudaFuncSetAttribute(run_tiles<Body>, cudaFuncAttributeMaxDynamicSharedMemorySize, kScratchBytes);
+  if (e != cudaSuccess) return e;
+  run_tiles<Body><<<blocks, kThreads, kScratchBytes, stream>>>(launch);
   return cudaGetLastError();
 }
 

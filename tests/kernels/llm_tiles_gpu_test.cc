@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/llm/decode_config.h"
 #include "kernels/llm_tile_check.h"
 #include "kernels/llm_tiles_cuda.h"
 #include "kernels/registry.h"
@@ -116,7 +117,7 @@ const CudaTileBody* cuda_body(const std::string& row) {
 }
 
 TEST(LlmTilesGpuCoverage, EveryRowHasTheRegistrysBody) {
-  EXPECT_EQ(cuda_block_threads(), 128);
+  EXPECT_EQ(cuda_block_threads(), kernels::llm::kDecodeThreads);
   for (const std::string& row : llm_rows()) {
     SCOPED_TRACE(row);
     const kernels::TileFunction* fn = kernels::Registry::builtins().find(row);

@@ -10,6 +10,12 @@
 
 namespace evt::kernels::llm {
 
+// The block the decode bodies are written for: one per SM, 16 warps to keep enough weight loads
+// in flight, and most of the SM's shared memory as scratch for the projections' staged
+// activations and partial sums (gemv.h).
+inline constexpr int kDecodeThreads = 512;
+inline constexpr int kDecodeScratchBytes = 200 * 1024;
+
 // Words of the i32 `cfg` buffer.
 enum Cfg : int {
   kCfgLayers = 0,     // L: the final norm reads x[L % 2]

@@ -23,6 +23,7 @@ EVT_REGISTER_TILE_FUNCTION(down_proj, TileFunction{
     .num_reads = 4, .num_writes = 1,
     .cpu = down_proj_reference,
     .device_body = "evt::kernels::llm::down_proj_body", .device_header = "kernels/llm/down_proj.h",
+    .device_prologue = "evt::kernels::llm::down_proj_prologue",
     .relative_cost = 1});
 
 }  // namespace evt::kernels::llm

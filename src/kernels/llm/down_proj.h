@@ -8,13 +8,25 @@
 
 namespace evt::kernels::llm {
 
-template <class Block>
-EVT_HD void down_proj_body(const Block& b, const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
+EVT_HD inline auto down_proj_job(const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
   const int32_t* cfg = reads[0].as<const int32_t>();
   const int64_t l = tile[0], tokens = reads[2].dim(0), inter = reads[2].dim(1), hidden = reads[3].dim(1);
   const Range rows = tile_range(tile[1], cfg[kCfgRowsH], hidden);
-  gemv_residual(b, reads[2].as<const float>(), tokens, inter, weight<uint16_t>(reads[1], l, kWdown), rows.begin,
-                rows.end, reads[3].as<const float>(), writes[0].as<float>() + ((l + 1) % 2) * tokens * hidden, hidden);
+  return residual_job(reads[2].as<const float>(), tokens, inter, weight<uint16_t>(reads[1], l, kWdown), rows.begin,
+                      rows.end, reads[3].as<const float>(), writes[0].as<float>() + ((l + 1) % 2) * tokens * hidden,
+                      hidden);
+}
+
+template <class Block>
+EVT_HD void down_proj_body(const Block& b, const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
+  auto job = down_proj_job(tile, reads, writes);
+  gemv_run(b, job);
+}
+
+template <class Block>
+EVT_HD void down_proj_prologue(const Block& b, const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
+  auto job = down_proj_job(tile, reads, writes);
+  gemv_prefetch(b, job);
 }
 
 }  // namespace evt::kernels::llm

@@ -33,6 +33,7 @@ EVT_REGISTER_TILE_FUNCTION(gate_up_silu, TileFunction{
     .num_reads = 3, .num_writes = 1,
     .cpu = gate_up_silu_reference,
     .device_body = "evt::kernels::llm::gate_up_silu_body", .device_header = "kernels/llm/gate_up_silu.h",
+    .device_prologue = "evt::kernels::llm::gate_up_silu_prologue",
     .relative_cost = 2});
 
 }  // namespace evt::kernels::llm

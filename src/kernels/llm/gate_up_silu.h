@@ -9,8 +9,7 @@
 
 namespace evt::kernels::llm {
 
-template <class Block>
-EVT_HD void gate_up_silu_body(const Block& b, const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
+EVT_HD inline auto gate_up_silu_job(const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
   const int32_t* cfg = reads[0].as<const int32_t>();
   const int64_t l = tile[0], tokens = reads[2].dim(0), hidden = reads[2].dim(1), inter = writes[0].dim(1);
   const uint16_t* gate = weight<uint16_t>(reads[1], l, kWgate);
@@ -24,13 +23,25 @@ EVT_HD void gate_up_silu_body(const Block& b, const int64_t* tile, const DevBuff
   in.norm_len = hidden;
   in.eps = bits_to_f32(cfg[kCfgEpsBits]);
   const Range rows = tile_range(tile[1], cfg[kCfgRowsI], inter);
-  gemv_tile<2>(
-      b, in, rows.begin, rows.end, 0, hidden,
-      [&](int64_t r, const uint16_t** p) {
+  return gemv_job<2>(
+      in, rows.begin, rows.end, 0, hidden,
+      [=](int64_t r, const uint16_t** p) {
         p[0] = gate + r * hidden;
         p[1] = up + r * hidden;
       },
-      [&](int64_t t, int64_t r, const float* v) { out[t * inter + r] = silu(v[0]) * v[1]; });
+      [=](int64_t t, int64_t r, const float* v) { out[t * inter + r] = silu(v[0]) * v[1]; });
+}
+
+template <class Block>
+EVT_HD void gate_up_silu_body(const Block& b, const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
+  auto job = gate_up_silu_job(tile, reads, writes);
+  gemv_run(b, job);
+}
+
+template <class Block>
+EVT_HD void gate_up_silu_prologue(const Block& b, const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
+  auto job = gate_up_silu_job(tile, reads, writes);
+  gemv_prefetch(b, job);
 }
 
 }  // namespace evt::kernels::llm

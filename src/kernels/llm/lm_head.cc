@@ -27,6 +27,7 @@ EVT_REGISTER_TILE_FUNCTION(lm_head, TileFunction{
     .num_reads = 3, .num_writes = 1,
     .cpu = lm_head_reference,
     .device_body = "evt::kernels::llm::lm_head_body", .device_header = "kernels/llm/lm_head.h",
+    .device_prologue = "evt::kernels::llm::lm_head_prologue",
     .relative_cost = 1});
 
 }  // namespace evt::kernels::llm

@@ -7,8 +7,7 @@
 
 namespace evt::kernels::llm {
 
-template <class Block>
-EVT_HD void lm_head_body(const Block& b, const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
+EVT_HD inline auto lm_head_job(const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
   const int32_t* cfg = reads[0].as<const int32_t>();
   const int64_t rows_in = reads[1].dim(0), hidden = reads[1].dim(1), vocab = writes[0].dim(1);
   const uint16_t* w = reads[2].as<const uint16_t>();
@@ -18,9 +17,21 @@ EVT_HD void lm_head_body(const Block& b, const int64_t* tile, const DevBuffer* r
   in.ld = hidden;
   in.tokens = rows_in;
   const Range rows = tile_range(tile[0], cfg[kCfgRowsV], vocab);
-  gemv_tile<1>(
-      b, in, rows.begin, rows.end, 0, hidden, [&](int64_t r, const uint16_t** p) { p[0] = w + r * hidden; },
-      [&](int64_t s, int64_t r, const float* v) { out[s * vocab + r] = v[0]; });
+  return gemv_job<1>(
+      in, rows.begin, rows.end, 0, hidden, [=](int64_t r, const uint16_t** p) { p[0] = w + r * hidden; },
+      [=](int64_t s, int64_t r, const float* v) { out[s * vocab + r] = v[0]; });
+}
+
+template <class Block>
+EVT_HD void lm_head_body(const Block& b, const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
+  auto job = lm_head_job(tile, reads, writes);
+  gemv_run(b, job);
+}
+
+template <class Block>
+EVT_HD void lm_head_prologue(const Block& b, const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
+  auto job = lm_head_job(tile, reads, writes);
+  gemv_prefetch(b, job);
 }
 
 }  // namespace evt::kernels::llm

@@ -23,6 +23,7 @@ EVT_REGISTER_TILE_FUNCTION(o_proj, TileFunction{
     .num_reads = 4, .num_writes = 1,
     .cpu = o_proj_reference,
     .device_body = "evt::kernels::llm::o_proj_body", .device_header = "kernels/llm/o_proj.h",
+    .device_prologue = "evt::kernels::llm::o_proj_prologue",
     .relative_cost = 1});
 
 }  // namespace evt::kernels::llm

@@ -8,13 +8,24 @@
 
 namespace evt::kernels::llm {
 
-template <class Block>
-EVT_HD void o_proj_body(const Block& b, const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
+EVT_HD inline auto o_proj_job(const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
   const int32_t* cfg = reads[0].as<const int32_t>();
   const int64_t l = tile[0], tokens = reads[2].dim(0), width = reads[2].dim(1), hidden = writes[0].dim(1);
   const Range rows = tile_range(tile[1], cfg[kCfgRowsH], hidden);
-  gemv_residual(b, reads[2].as<const float>(), tokens, width, weight<uint16_t>(reads[1], l, kWo), rows.begin, rows.end,
-                reads[3].as<const float>() + (l % 2) * tokens * hidden, writes[0].as<float>(), hidden);
+  return residual_job(reads[2].as<const float>(), tokens, width, weight<uint16_t>(reads[1], l, kWo), rows.begin,
+                      rows.end, reads[3].as<const float>() + (l % 2) * tokens * hidden, writes[0].as<float>(), hidden);
+}
+
+template <class Block>
+EVT_HD void o_proj_body(const Block& b, const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
+  auto job = o_proj_job(tile, reads, writes);
+  gemv_run(b, job);
+}
+
+template <class Block>
+EVT_HD void o_proj_prologue(const Block& b, const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
+  auto job = o_proj_job(tile, reads, writes);
+  gemv_prefetch(b, job);
 }
 
 }  // namespace evt::kernels::llm

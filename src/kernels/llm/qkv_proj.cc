@@ -23,7 +23,7 @@ void qkv_proj_reference(const TileArgs& a) {
     for (int64_t r = 0; r < d; ++r) {
       double sum = 0;
       for (int64_t k = ks * split; k < (ks + 1) * split && k < hidden; ++k) {
-        sum += bf16_to_f32(w[(first_row + r) * hidden + k]) * xn[k];
+        sum += bf16_to_f32(w[(first_row + r) * hidden + k]) * ref_projection_input(xn[k]);
       }
       out.as<float>()[(ks * tokens + t) * width + head * d + r] = static_cast<float>(sum);
     }
@@ -38,6 +38,7 @@ EVT_REGISTER_TILE_FUNCTION(qkv_proj, TileFunction{
     .num_reads = 3, .num_writes = 1,
     .cpu = qkv_proj_reference,
     .device_body = "evt::kernels::llm::qkv_proj_body", .device_header = "kernels/llm/qkv_proj.h",
+    .device_prologue = "evt::kernels::llm::qkv_proj_prologue",
     .relative_cost = 1});
 
 }  // namespace evt::kernels::llm

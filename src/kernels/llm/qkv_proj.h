@@ -10,8 +10,7 @@
 
 namespace evt::kernels::llm {
 
-template <class Block>
-EVT_HD void qkv_proj_body(const Block& b, const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
+EVT_HD inline auto qkv_proj_job(const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
   const int32_t* cfg = reads[0].as<const int32_t>();
   const int64_t l = tile[0], head = tile[1], ks = tile[2];
   const int64_t tokens = reads[2].dim(1), hidden = reads[2].dim(2);
@@ -34,9 +33,21 @@ EVT_HD void qkv_proj_body(const Block& b, const int64_t* tile, const DevBuffer* 
   in.eps = bits_to_f32(cfg[kCfgEpsBits]);
   const Range k = tile_range(ks, cfg[kCfgQkvSplitLen], hidden);
   float* out = writes[0].as<float>() + ks * tokens * width + head * d;
-  gemv_tile<1>(
-      b, in, 0, d, k.begin, k.end, [&](int64_t r, const uint16_t** rows) { rows[0] = w + r * hidden; },
-      [&](int64_t t, int64_t r, const float* v) { out[t * width + r] = v[0]; });
+  return gemv_job<1>(
+      in, 0, d, k.begin, k.end, [=](int64_t r, const uint16_t** rows) { rows[0] = w + r * hidden; },
+      [=](int64_t t, int64_t r, const float* v) { out[t * width + r] = v[0]; });
+}
+
+template <class Block>
+EVT_HD void qkv_proj_body(const Block& b, const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
+  auto job = qkv_proj_job(tile, reads, writes);
+  gemv_run(b, job);
+}
+
+template <class Block>
+EVT_HD void qkv_proj_prologue(const Block& b, const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
+  auto job = qkv_proj_job(tile, reads, writes);
+  gemv_prefetch(b, job);
 }
 
 }  // namespace evt::kernels::llm

@@ -31,11 +31,17 @@ inline std::vector<double> ref_rmsnorm(const float* x, int64_t n, const uint16_t
   return out;
 }
 
-// Row `row` of the bf16 matrix w (cols wide) dotted with x.
+// A projection's input value: rounded to bf16, as Hugging Face's bf16 linears take it (and as
+// the bodies stage it for the tensor cores).
+inline double ref_projection_input(double x) { return bf16_to_f32(f32_to_bf16(static_cast<float>(x))); }
+
+// Row `row` of the bf16 matrix w (cols wide) dotted with x, a projection's input.
 template <typename X>
 double ref_dot(const uint16_t* w, int64_t row, int64_t cols, const X* x) {
   double sum = 0;
-  for (int64_t k = 0; k < cols; ++k) sum += static_cast<double>(bf16_to_f32(w[row * cols + k])) * x[k];
+  for (int64_t k = 0; k < cols; ++k) {
+    sum += static_cast<double>(bf16_to_f32(w[row * cols + k])) * ref_projection_input(x[k]);
+  }
   return sum;
 }
 

@@ -121,6 +121,19 @@ EVT_HD inline void unpack_bf16x8(const Bf16x8& v, float* out) {
 
 EVT_HD inline void load8_bf16(const uint16_t* p, float* out) { unpack_bf16x8(load_bf16x8(p), out); }
 
+// Rounds eight floats to bf16 and stores them: one 16-byte store on the GPU (`p` 16-byte aligned).
+EVT_HD inline void store_bf16x8(uint16_t* p, const float* v) {
+#if defined(__CUDA_ARCH__)
+  uint32_t w[4];
+  for (int i = 0; i < 4; ++i) {
+    w[i] = static_cast<uint32_t>(f32_to_bf16(v[2 * i])) | static_cast<uint32_t>(f32_to_bf16(v[2 * i + 1])) << 16;
+  }
+  *reinterpret_cast<uint4*>(p) = make_uint4(w[0], w[1], w[2], w[3]);
+#else
+  for (int i = 0; i < 8; ++i) p[i] = f32_to_bf16(v[i]);
+#endif
+}
+
 // Eight consecutive floats: two 16-byte loads on the GPU (`p` 16-byte aligned) rather than the
 // eight scalar loads the compiler emits when it cannot prove the alignment.
 EVT_HD inline void load8_f32(const float* p, float* out) {

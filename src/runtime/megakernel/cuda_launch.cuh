@@ -24,27 +24,32 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 template <class MK>
 cudaError_t CudaLaunch<MK>::blocks_per_sm(int* blocks) {
-  // The bound of all three megakernels (static, dynamic, per-group).
-  int fit[3] = {};
-  cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit[0], megakernel_entry<MK, kThreads, kStatic>, kThreads, 0);
-  if (e == cudaSuccess) {
-    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit[1], megakernel_entry<MK, kThreads, kDynamic>, kThreads, 0);
+  // The bound of all four entries (static, dynamic and per-group megakernels, kernels mode), each
+  // first allowed the scratch: above 48 KiB dynamic shared memory is opt-in per kernel.
+  const void* entries[] = {
+      reinterpret_cast<const void*>(megakernel_entry<MK, kThreads, kStatic>),
+      reinterpret_cast<const void*>(megakernel_entry<MK, kThreads, kDynamic>),
+      reinterpret_cast<const void*>(megakernel_entry<MK, kThreads, kPerGroup>),
+      reinterpret_cast<const void*>(launch_entry<MK, kThreads>),
+  };
+  *blocks = 0;
+  for (size_t i = 0; i < sizeof(entries) / sizeof(entries[0]); ++i) {
+    cudaError_t e = cudaFuncSetAttribute(entries[i], cudaFuncAttributeMaxDynamicSharedMemorySize, kScratchBytes);
+    int fit = 0;
+    if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, entries[i], kThreads, kScratchBytes);
+    if (e != cudaSuccess) return e;
+    *blocks = i == 0 || fit < *blocks ? fit : *blocks;
   }
-  if (e == cudaSuccess) {
-    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit[2], megakernel_entry<MK, kThreads, kPerGroup>, kThreads, 0);
-  }
-  *blocks = fit[0];
-  for (int f : fit) *blocks = f < *blocks ? f : *blocks;
-  return e;
+  return cudaSuccess;
 }
 
 template <class MK>
 cudaError_t CudaLaunch<MK>::launch(const typename MK::ParamsType& p, const LaunchArgs& a, int blocks,
                                    Schedule schedule, cudaStream_t stream) {
   switch (schedule) {
-    case kDynamic: megakernel_entry<MK, kThreads, kDynamic><<<blocks, kThreads, 0, stream>>>(p, a); break;
-    case kPerGroup: megakernel_entry<MK, kThreads, kPerGroup><<<blocks, kThreads, 0, stream>>>(p, a); break;
-    default: megakernel_entry<MK, kThreads, kStatic><<<blocks, kThreads, 0, stream>>>(p, a); break;
+    case kDynamic: megakernel_entry<MK, kThreads, kDynamic><<<blocks, kThreads, kScratchBytes, stream>>>(p, a); break;
+    case kPerGroup: megakernel_entry<MK, kThreads, kPerGroup><<<blocks, kThreads, kScratchBytes, stream>>>(p, a); break;
+    default: megakernel_entry<MK, kThreads, kStatic><<<blocks, kThreads, kScratchBytes, stream>>>(p, a); break;
   }
   return cudaGetLastError();
 }
@@ -52,7 +57,7 @@ cudaError_t CudaLaunch<MK>::launch(const typename MK::ParamsType& p, const Launc
 template <class MK>
 cudaError_t CudaLaunch<MK>::launch_kernel(const typename MK::ParamsType& p, const LaunchArgs& a, int64_t k, int blocks,
                                           cudaStream_t stream) {
-  launch_entry<MK, kThreads><<<blocks, kThreads, 0, stream>>>(p, a, k);
+  launch_entry<MK, kThreads><<<blocks, kThreads, kScratchBytes, stream>>>(p, a, k);
   return cudaGetLastError();
 }
 

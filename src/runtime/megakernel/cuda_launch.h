@@ -9,9 +9,19 @@
 
 namespace evt::mk {
 
+// The blocks of a generated megakernel's launches: threads, and bytes of dynamic shared memory
+// that tile bodies use as scratch (kernels/block_scratch.h). Specialize it, in the .cu file that
+// instantiates CudaLaunch, for a megakernel whose bodies are written for another shape.
+template <class MK>
+struct LaunchShape {
+  static constexpr int kThreads = 128;
+  static constexpr int kScratchBytes = 0;
+};
+
 template <class MK>
 struct CudaLaunch {
-  static constexpr int kThreads = 128;
+  static constexpr int kThreads = LaunchShape<MK>::kThreads;
+  static constexpr int kScratchBytes = LaunchShape<MK>::kScratchBytes;
   // How many blocks of the kernel fit on one SM at once (co-residency bound of the grid).
   static cudaError_t blocks_per_sm(int* blocks);
   // The megakernel under a schedule other than kKernels.
