@@ -9,6 +9,9 @@
 
 namespace evt::model {
 
+static_assert(kernels::llm::kHostWarps * 32 == kernels::llm::kDecodeThreads,
+              "the CPU's GEMV plays as many warps as the GPU's decode block has");
+
 bool decode_head_dim_supported(int64_t head_dim) { return head_dim == 64 || head_dim == 128; }
 
 Status check_decodable(const ModelConfig& c) {
@@ -43,18 +46,12 @@ int64_t rows_per_tile(int64_t rows, int64_t group, int workers) {
   return group * ceil_div(ceil_div(rows, group), std::max(workers, 1));
 }
 
-// The fewest K splits of the QKV projection (at most `most`) whose heads x splits tiles fill the
-// workers' rounds to 90% or more; failing that, the best filling.
+// K splits of the QKV projection, whose tiles are whole heads: the most that keep heads x splits
+// tiles within one round of the workers (at most `most`). A tile's latency (staging its input,
+// the first loads) weighs more than an idle worker's share, so a second round costs more than
+// it fills.
 int64_t qkv_splits(int64_t heads, int64_t most, int workers) {
-  int64_t best = 1;
-  double best_fill = 0;
-  for (int64_t s = 1; s <= most; ++s) {
-    const int64_t tiles = heads * s;
-    const double fill = static_cast<double>(tiles) / static_cast<double>(workers * ceil_div(tiles, workers));
-    if (fill >= 0.9) return s;
-    if (fill > best_fill) best = s, best_fill = fill;
-  }
-  return best;
+  return std::clamp<int64_t>(workers / heads, 1, most);
 }
 
 }  // namespace

@@ -29,6 +29,19 @@ inline constexpr int kUnroll = 4;        // column blocks whose weights a lane l
 inline constexpr int kSlotFloats = kGroupRows * kChunkTokens;  // one warp's sums for one group
 inline constexpr int kMaxWarps = 32;
 inline constexpr int64_t kPrefetchBlocks = 8;  // column blocks per row the prologue pulls into L2
+// The host's one thread plays the warps of a decode block (decode_config.h) in turn, so that the
+// CPU tests cover how a tile's work is dealt out to the GPU's warps and added back up.
+inline constexpr int kHostWarps = 16;
+
+template <class Block>
+EVT_HD int gemv_warps(const Block& b) {
+#if defined(__CUDA_ARCH__)
+  return warps(b);
+#else
+  (void)b;
+  return kHostWarps;
+#endif
+}
 
 struct GemvInput {
   const float* x = nullptr;  // token t's row starts at x + t * ld
@@ -246,7 +259,7 @@ EVT_HD void gemv_run(const Block& b, Job& j) {
   const GemvInput& in = j.in;
   const int64_t n0 = j.n0, n1 = j.n1, k0 = j.k0, k1 = j.k1;
   constexpr int64_t outs = kGroupRows / kRows;
-  const int64_t nwarps = warps(b), w = warp(b);
+  const int64_t nwarps = gemv_warps(b);
   const GemvPlan p = gemv_plan<kRows>(static_cast<int>(nwarps), in.tokens, n0, n1, k0, k1);
   for (int64_t c0 = 0; c0 < in.tokens; c0 += p.chunk) {
     const int64_t count = min_of<int64_t>(p.chunk, in.tokens - c0);
@@ -255,8 +268,13 @@ EVT_HD void gemv_run(const Block& b, Job& j) {
       const int64_t round = min_of<int64_t>(p.round, p.groups - g0);
       // Warp w takes the (group, column block) pairs [w N / W, (w + 1) N / W) of this round,
       // writing the sums of group i into slot i + w (distinct: a later warp starts no earlier).
-      const int64_t total = round * p.blocks_k, begin = w * total / nwarps, end = (w + 1) * total / nwarps;
-      for (int64_t f = begin; f < end;) {
+      const int64_t total = round * p.blocks_k;
+#if defined(__CUDA_ARCH__)
+      const int64_t w = warp(b);
+#else
+      for (int64_t w = 0; w < nwarps; ++w)
+#endif
+      for (int64_t f = w * total / nwarps, end = (w + 1) * total / nwarps; f < end;) {
         const int64_t i = f / p.blocks_k, stop = min_of<int64_t>(end, (i + 1) * p.blocks_k);
         const int64_t first = n0 + (g0 + i) * outs, a = f - i * p.blocks_k, e = stop - i * p.blocks_k;
         float* slot = p.slots + (i + w) * kSlotFloats;
@@ -280,7 +298,8 @@ EVT_HD void gemv_run(const Block& b, Job& j) {
         float v[kRows] = {};
         for (int64_t u = 0; u < nwarps; ++u) {
           const int64_t ub = u * total / nwarps, ue = (u + 1) * total / nwarps;
-          if (ue <= i * p.blocks_k || ub >= (i + 1) * p.blocks_k) continue;  // warp u has no part of group i
+          // Warp u holds a part of group i only if its run is not empty and meets the group's.
+          if (ub == ue || ue <= i * p.blocks_k || ub >= (i + 1) * p.blocks_k) continue;
           const float* slot = p.slots + (i + u) * kSlotFloats;
           for (int r = 0; r < kRows; ++r) v[r] += slot[(o + r * outs) * kChunkTokens + t];
         }
@@ -298,7 +317,7 @@ EVT_HD void gemv_prefetch(const Block& b, Job& j) {
 #if defined(__CUDA_ARCH__)
   constexpr int kRows = Job::kRows;
   const int64_t n0 = j.n0, n1 = j.n1, k0 = j.k0, k1 = j.k1;
-  const int64_t nwarps = warps(b), w = warp(b);
+  const int64_t nwarps = gemv_warps(b), w = warp(b);
   const GemvPlan p = gemv_plan<kRows>(static_cast<int>(nwarps), j.in.tokens, n0, n1, k0, k1);
   const int64_t total = min_of<int64_t>(p.round, p.groups) * p.blocks_k, f = w * total / nwarps;
   const int r = lane(b);
