@@ -121,18 +121,15 @@ EVT_HD inline void unpack_bf16x8(const Bf16x8& v, float* out) {
 
 EVT_HD inline void load8_bf16(const uint16_t* p, float* out) { unpack_bf16x8(load_bf16x8(p), out); }
 
-// n consecutive bf16 values as floats (n a multiple of 4; `p` 8-byte aligned): 8-byte loads on
-// the GPU.
+// n consecutive bf16 values as floats (n even; `p` 4-byte aligned): 4-byte loads on the GPU.
 template <int n>
 EVT_HD inline void load_bf16s(const uint16_t* p, float* out) {
 #if defined(__CUDA_ARCH__)
 #pragma unroll
-  for (int i = 0; i < n / 4; ++i) {
-    const uint2 w = reinterpret_cast<const uint2*>(p)[i];
-    out[4 * i] = __uint_as_float(w.x << 16);
-    out[4 * i + 1] = __uint_as_float(w.x & 0xffff0000u);
-    out[4 * i + 2] = __uint_as_float(w.y << 16);
-    out[4 * i + 3] = __uint_as_float(w.y & 0xffff0000u);
+  for (int i = 0; i < n / 2; ++i) {
+    const uint32_t w = reinterpret_cast<const uint32_t*>(p)[i];
+    out[2 * i] = __uint_as_float(w << 16);
+    out[2 * i + 1] = __uint_as_float(w & 0xffff0000u);
   }
 #else
   for (int i = 0; i < n; ++i) out[i] = bf16_to_f32(p[i]);
