@@ -19,15 +19,6 @@
 #define EVT_HD
 #endif
 
-// A heavy body's core, kept out of the megakernel's one big function: called rather than inlined,
-// it gets the registers it needs instead of the kernel spilling around it. (Inlined, the decode
-// megakernel spilled ~1 KB per thread at its 128-register bound; ptxas -v.)
-#if defined(__CUDA_ARCH__)
-#define EVT_NOINLINE __noinline__
-#else
-#define EVT_NOINLINE
-#endif
-
 namespace evt::kernels {
 
 // A buffer as device code sees it: a plain struct that can be a kernel argument.

@@ -17,7 +17,7 @@ namespace evt::kernels::llm {
 inline constexpr int kMaxGroup = 8;  // query heads per KV head the compiled bodies support
 
 template <int D, class Block>
-EVT_HD EVT_NOINLINE void decode_attention_body(const Block& b, const int64_t* tile, const DevBuffer* reads,
+EVT_HD void decode_attention_body(const Block& b, const int64_t* tile, const DevBuffer* reads,
                                   const DevBuffer* writes) {
   constexpr int kPer = D / lanes();  // dims per lane: lane i holds dims [i * kPer, (i + 1) * kPer)
   const int32_t* cfg = reads[0].as<const int32_t>();

@@ -254,7 +254,7 @@ EVT_HD GemvJob<kRows, RowPtrs, Epilogue> gemv_job(const GemvInput& in, int64_t n
 // 8, the weight rows and activation rows 16-byte aligned (x and ld multiples of 4 floats), and the
 // scratch at least gemv_min_scratch(k1 - k0, warps).
 template <class Block, class Job>
-EVT_HD EVT_NOINLINE void gemv_run(const Block& b, Job& j) {
+EVT_HD void gemv_run(const Block& b, Job& j) {
   constexpr int kRows = Job::kRows;
   const GemvInput& in = j.in;
   const int64_t n0 = j.n0, n1 = j.n1, k0 = j.k0, k1 = j.k1;
