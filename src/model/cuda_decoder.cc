@@ -171,6 +171,7 @@ class CudaDecoder final : public Decoder {
                                                            : mk::kKernels;
     o.cuda_graph = replay;
     o.blocks = blocks();
+    o.scratch_bytes = static_cast<int>(plan.scratch_bytes);
     o.trace = !trace_path_.empty();
     EVT_CUDA_RETURN(cudaEventRecord(start_, stream_));
     EVT_RETURN_IF_ERROR(megakernel_->enqueue(p, o));

@@ -123,6 +123,12 @@ Expected<StepPlan> plan_step(const ModelConfig& c, const Tiling& tiling, const K
       {"SLOTS", kv.slots()},
       {"MAXB", batch.pages_per_seq},
   };
+  const int warps = llm::kDecodeThreads / 32;
+  int64_t scratch = llm::attention_scratch_bytes(c.head_dim, warps);
+  for (int64_t k : {c.hidden_size, c.intermediate_size, c.num_heads * c.head_dim}) {
+    scratch = std::max(scratch, llm::gemv_scratch_bytes(k, tokens, warps));
+  }
+  plan.scratch_bytes = std::min<int64_t>(round_up(scratch, 1024), llm::kDecodeScratchBytes);
   auto& cfg = plan.cfg;
   cfg[llm::kCfgLayers] = static_cast<int32_t>(c.num_layers);
   cfg[llm::kCfgEpsBits] = std::bit_cast<int32_t>(static_cast<float>(c.rms_norm_eps));

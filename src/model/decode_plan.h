@@ -57,6 +57,10 @@ struct KvGeometry {
 struct StepPlan {
   std::map<std::string, int64_t> dims;  // by the graph's dim names
   std::array<int32_t, kernels::llm::kCfgWords> cfg{};
+  // GPU: the scratch the step's bodies use per block (at most kDecodeScratchBytes). Asking for no
+  // more leaves the rest of the SM's memory as L1 cache: at B = 1 on Qwen3-8B a step measured
+  // 9.6 ms with 200 KiB of scratch and 9.0 ms with 96 KiB (H200).
+  int64_t scratch_bytes = 0;
 };
 
 // Checks the batch against the model and the cache (ids in the vocab, pages in the pool,

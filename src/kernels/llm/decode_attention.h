@@ -16,6 +16,11 @@ namespace evt::kernels::llm {
 
 inline constexpr int kMaxGroup = 8;  // query heads per KV head the compiled bodies support
 
+// The scratch decode_attention_body<d> uses: each warp's softmax state.
+EVT_HD constexpr int64_t attention_scratch_bytes(int64_t d, int warps) {
+  return (2 + d) * warps * kMaxGroup * 4;
+}
+
 template <int D, class Block>
 EVT_HD void decode_attention_body(const Block& b, const int64_t* tile, const DevBuffer* reads,
                                   const DevBuffer* writes) {
@@ -67,7 +72,7 @@ EVT_HD void decode_attention_body(const Block& b, const int64_t* tile, const Dev
   // Every warp leaves its state in scratch; then the block merges them, one output value per
   // thread: warps' states are rescaled to the common max and added.
   const int nwarps = warps(b);
-  float* w_m = reinterpret_cast<float*>(block_scratch().data);  // [warp][group]
+  float* w_m = reinterpret_cast<float*>(block_scratch().data);  // [warp][group]: attention_scratch_bytes
   float* w_sum = w_m + nwarps * kMaxGroup;                      // [warp][group]
   float* w_acc = w_sum + nwarps * kMaxGroup;                     // [warp][group][D]
 #pragma unroll

@@ -69,11 +69,16 @@ struct GemvPlan {
 
 inline constexpr int64_t kGemvHeaderBytes = (kMaxWarps + kChunkTokens) * 4;
 
-// The scratch a tile over `k` columns needs at the least: one token staged and one round.
-EVT_HD constexpr int64_t gemv_min_scratch(int64_t k, int warps) {
+// The scratch a tile over `k` columns of `tokens` tokens uses: all its tokens staged at once (up
+// to kChunkTokens) and rounds of 17 groups. gemv_min_scratch: the least it runs in, one token
+// and one group at a time.
+EVT_HD constexpr int64_t gemv_scratch_bytes(int64_t k, int64_t tokens, int warps, int64_t round = 17) {
   const int64_t blocks = (k + kBlockK - 1) / kBlockK;
-  return kGemvHeaderBytes + (warps) * kSlotFloats * 4 + (blocks * kBlockK + kBlockK) * 2;
+  const int64_t row_bytes = (blocks * kBlockK + (blocks % 2 == 0 ? kBlockK : 0)) * 2;
+  const int64_t staged = tokens < kChunkTokens ? tokens : kChunkTokens;
+  return kGemvHeaderBytes + (warps + round - 1) * kSlotFloats * 4 + staged * row_bytes;
 }
+EVT_HD constexpr int64_t gemv_min_scratch(int64_t k, int warps) { return gemv_scratch_bytes(k, 1, warps, 1); }
 
 template <int kRows>
 EVT_HD inline GemvPlan gemv_plan(int warps, int64_t tokens, int64_t n0, int64_t n1, int64_t k0, int64_t k1) {

@@ -73,6 +73,9 @@ class CudaMegakernel {
     int64_t spin_limit_ns = 1'000'000'000;
     cudaStream_t stream = nullptr;
     bool trace = false;  // megakernel modes: record every task (last_trace())
+    // Scratch (dynamic shared memory) per block, bytes; 0: the most the kernel allows. What the
+    // tile bodies do not need is L1 cache, which the kernel's spills and stack live in.
+    int scratch_bytes = 0;
   };
 
   static Expected<std::unique_ptr<CudaMegakernel>> create(int device = 0) {
@@ -126,6 +129,7 @@ class CudaMegakernel {
     uint64_t* next = arenas_[(launches_ + 1) % 2].data();
     ++launches_;
     LaunchArgs a = f.bind(p, live, next, words_, o.spin_limit_ns, o.early_push);
+    a.scratch_bytes = o.scratch_bytes;
     if (o.trace) {
       const size_t words = static_cast<size_t>(blocks) * (1 + kTraceWords * static_cast<size_t>(f.tasks));
       EVT_RETURN_IF_ERROR(trace_words_.reserve(words));

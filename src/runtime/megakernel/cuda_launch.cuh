@@ -43,13 +43,18 @@ cudaError_t CudaLaunch<MK>::blocks_per_sm(int* blocks) {
   return cudaSuccess;
 }
 
+// The scratch a launch asks for, within what the kernel was allowed (blocks_per_sm()).
+inline int launch_scratch(const LaunchArgs& a, int most) {
+  return a.scratch_bytes > 0 && a.scratch_bytes < most ? a.scratch_bytes : most;
+}
+
 template <class MK>
 cudaError_t CudaLaunch<MK>::launch(const typename MK::ParamsType& p, const LaunchArgs& a, int blocks,
                                    Schedule schedule, cudaStream_t stream) {
   switch (schedule) {
-    case kDynamic: megakernel_entry<MK, kThreads, kDynamic><<<blocks, kThreads, kScratchBytes, stream>>>(p, a); break;
-    case kPerGroup: megakernel_entry<MK, kThreads, kPerGroup><<<blocks, kThreads, kScratchBytes, stream>>>(p, a); break;
-    default: megakernel_entry<MK, kThreads, kStatic><<<blocks, kThreads, kScratchBytes, stream>>>(p, a); break;
+    case kDynamic: megakernel_entry<MK, kThreads, kDynamic><<<blocks, kThreads, launch_scratch(a, kScratchBytes), stream>>>(p, a); break;
+    case kPerGroup: megakernel_entry<MK, kThreads, kPerGroup><<<blocks, kThreads, launch_scratch(a, kScratchBytes), stream>>>(p, a); break;
+    default: megakernel_entry<MK, kThreads, kStatic><<<blocks, kThreads, launch_scratch(a, kScratchBytes), stream>>>(p, a); break;
   }
   return cudaGetLastError();
 }
@@ -57,7 +62,7 @@ cudaError_t CudaLaunch<MK>::launch(const typename MK::ParamsType& p, const Launc
 template <class MK>
 cudaError_t CudaLaunch<MK>::launch_kernel(const typename MK::ParamsType& p, const LaunchArgs& a, int64_t k, int blocks,
                                           cudaStream_t stream) {
-  launch_entry<MK, kThreads><<<blocks, kThreads, kScratchBytes, stream>>>(p, a, k);
+  launch_entry<MK, kThreads><<<blocks, kThreads, launch_scratch(a, kScratchBytes), stream>>>(p, a, k);
   return cudaGetLastError();
 }
 

@@ -101,6 +101,9 @@ struct LaunchArgs {
   // Tracing, off when null: per worker, a count word then kTraceWords per task.
   uint64_t* trace;
   int64_t trace_tasks_per_worker;
+  // CUDA: bytes of the blocks' scratch (dynamic shared memory) for this launch; 0 for the most
+  // the kernel allows (LaunchShape). The rest of the SM's 256 KiB serves as L1 cache.
+  int scratch_bytes;
 };
 
 // One traced task: what ran, when the leader began waiting, when the wait ended, and when the
