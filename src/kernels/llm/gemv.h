@@ -12,7 +12,7 @@
 //  3. A warp multiplies with tensor cores (mma m16n8k16: 16 weight rows x 8 tokens): each lane
 //     loads 16 contiguous bytes of two weight rows per 32 columns, kUnroll blocks ahead, and
 //     16 bytes of one token's activations from shared memory. The MMA sums over k in any order,
-//     so the columns are permuted to make those loads contiguous (mma_block below).
+//     so the columns are permuted to make those loads contiguous (mma_segment below).
 //  4. Each warp's partial sums land in a shared-memory slot; the block adds the slots of each
 //     group and hands each (token, output) to the caller's epilogue.
 // On the host (a block of one thread) the same staging and slots run, with a scalar multiply.
@@ -27,7 +27,7 @@ inline constexpr int kChunkTokens = 16;  // tokens one pass multiplies: two 8-to
 inline constexpr int kBlockK = 32;       // columns per two MMAs (k = 16 each)
 inline constexpr int kUnroll = 4;        // column blocks whose weights a lane loads before using one
 inline constexpr int kSlotFloats = kGroupRows * kChunkTokens;  // one warp's sums for one group
-inline constexpr int kMaxWarps = 32;
+inline constexpr int kMaxWarps = 32;   // of a 1024-thread block: the norm's partial sums
 inline constexpr int64_t kPrefetchBlocks = 8;  // column blocks per row the prologue pulls into L2
 // The host's one thread plays the warps of a decode block (decode_config.h) in turn, so that the
 // CPU tests cover how a tile's work is dealt out to the GPU's warps and added back up.
