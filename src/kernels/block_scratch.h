@@ -1,6 +1,6 @@
 #pragma once
 // Scratch memory a tile body may use for the duration of its call: the block's dynamic shared
-// memory on the GPU (sized by the launch: LaunchShape::kScratchBytes), a per-thread buffer of
+// memory on the GPU (sized per launch, at most LaunchShape::kScratchBytes), a per-thread buffer of
 // kHostScratchBytes on the host. Nothing in it survives from one task to the next, since another
 // task may run on the block in between.
 
