@@ -19,6 +19,13 @@
 #define EVT_HD
 #endif
 
+// Full unrolling for nvcc in code both compilers read (the host compiler has no bare `unroll`).
+#if defined(__CUDA_ARCH__)
+#define EVT_UNROLL _Pragma("unroll")
+#else
+#define EVT_UNROLL
+#endif
+
 namespace evt::kernels {
 
 // A buffer as device code sees it: a plain struct that can be a kernel argument.

@@ -37,12 +37,12 @@ EVT_HD void decode_attention_body(const Block& b, const int64_t* tile, const Dev
 
   // Fully unrolled over the group and the dims, so that the state stays in registers.
   float qv[kMaxGroup][kPer], acc[kMaxGroup][kPer], m[kMaxGroup], sum[kMaxGroup];
-#pragma unroll
+EVT_UNROLL
   for (int g = 0; g < kMaxGroup; ++g) {
     m[g] = -INFINITY;
     sum[g] = 0;
     const float* q = reads[1].as<const float>() + (t * heads + h * group + g) * D + lane(b) * kPer;
-#pragma unroll
+EVT_UNROLL
     for (int j = 0; j < kPer; ++j) {
       acc[g][j] = 0;
       qv[g][j] = g < group ? q[j] * scale : 0.0f;
@@ -53,16 +53,16 @@ EVT_HD void decode_attention_body(const Block& b, const int64_t* tile, const Dev
     float kr[kPer], vr[kPer];
     load_bf16s<kPer>(reads[2].as<const uint16_t>() + row, kr);
     load_bf16s<kPer>(reads[3].as<const uint16_t>() + row, vr);
-#pragma unroll
+EVT_UNROLL
     for (int g = 0; g < kMaxGroup; ++g) {
       if (g < group) {
         float dot = 0;
-#pragma unroll
+EVT_UNROLL
         for (int j = 0; j < kPer; ++j) dot += qv[g][j] * kr[j];
         dot = warp_sum(dot);
         const float m_new = fmaxf(m[g], dot), rescale = softmax_rescale(m[g], m_new), e = expf(dot - m_new);
         sum[g] = sum[g] * rescale + e;
-#pragma unroll
+EVT_UNROLL
         for (int j = 0; j < kPer; ++j) acc[g][j] = acc[g][j] * rescale + e * vr[j];
         m[g] = m_new;
       }
@@ -75,10 +75,10 @@ EVT_HD void decode_attention_body(const Block& b, const int64_t* tile, const Dev
   float* w_m = reinterpret_cast<float*>(block_scratch().data);  // [warp][group]: attention_scratch_bytes
   float* w_sum = w_m + nwarps * kMaxGroup;                      // [warp][group]
   float* w_acc = w_sum + nwarps * kMaxGroup;                     // [warp][group][D]
-#pragma unroll
+EVT_UNROLL
   for (int g = 0; g < kMaxGroup; ++g) {
     if (g < group) {
-#pragma unroll
+EVT_UNROLL
       for (int j = 0; j < kPer; ++j) w_acc[(warp(b) * kMaxGroup + g) * D + lane(b) * kPer + j] = acc[g][j];
       if (lane(b) == 0) {
         w_m[warp(b) * kMaxGroup + g] = m[g];
