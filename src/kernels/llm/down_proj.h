@@ -19,14 +19,12 @@ EVT_HD inline auto down_proj_job(const int64_t* tile, const DevBuffer* reads, co
 
 template <class Block>
 EVT_HD void down_proj_body(const Block& b, const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
-  auto job = down_proj_job(tile, reads, writes);
-  gemv_run(b, job);
+  gemv_run(b, down_proj_job(tile, reads, writes));
 }
 
 template <class Block>
 EVT_HD void down_proj_prologue(const Block& b, const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
-  auto job = down_proj_job(tile, reads, writes);
-  gemv_prefetch(b, job);
+  gemv_prefetch(b, down_proj_job(tile, reads, writes));
 }
 
 }  // namespace evt::kernels::llm

@@ -4,7 +4,7 @@
 //   reads (cfg, x: 2 x T x H f32, final_w: H bf16, logit_rows: S i32), writes (xf: S x H f32)
 
 #include "kernels/llm/decode_config.h"
-#include "kernels/llm/gemv.h"
+#include "kernels/llm/warp_ops.h"
 
 namespace evt::kernels::llm {
 
@@ -20,7 +20,12 @@ EVT_HD void final_norm_body(const Block& b, const int64_t* tile, const DevBuffer
 #else
   float scale;
 #endif
-  if (warp(b) == 0) rms_scales(b, x, hidden, hidden, 1, bits_to_f32(cfg[kCfgEpsBits]), &scale);
+  if (warp(b) == 0) {  // 1 / sqrt(mean(x^2) + eps), one warp over the row
+    float sum = 0;
+    for (int64_t k = lane(b); k < hidden; k += lanes()) sum += x[k] * x[k];
+    sum = warp_sum(sum);
+    if (lane(b) == 0) scale = 1.0f / sqrtf(sum / static_cast<float>(hidden) + bits_to_f32(cfg[kCfgEpsBits]));
+  }
   b.sync();
   for (int64_t k = b.thread(); k < hidden; k += b.threads()) {
     writes[0].as<float>()[s * hidden + k] = x[k] * scale * bf16_to_f32(w[k]);

@@ -15,13 +15,9 @@ EVT_HD inline auto gate_up_silu_job(const int64_t* tile, const DevBuffer* reads,
   const uint16_t* gate = weight<uint16_t>(reads[1], l, kWgate);
   const uint16_t* up = weight<uint16_t>(reads[1], l, kWup);
   float* out = writes[0].as<float>();
-  GemvInput in;
-  in.x = reads[2].as<const float>();
-  in.ld = hidden;
-  in.tokens = tokens;
-  in.norm_w = weight<uint16_t>(reads[1], l, kWpostNorm);
-  in.norm_len = hidden;
-  in.eps = bits_to_f32(cfg[kCfgEpsBits]);
+  const GemvInput in{.x = reads[2].as<const float>(), .ld = hidden, .tokens = tokens,
+                     .norm_w = weight<uint16_t>(reads[1], l, kWpostNorm), .norm_len = hidden,
+                     .eps = bits_to_f32(cfg[kCfgEpsBits])};
   const Range rows = tile_range(tile[1], cfg[kCfgRowsI], inter);
   return gemv_job<2>(
       in, rows.begin, rows.end, 0, hidden,
@@ -34,14 +30,12 @@ EVT_HD inline auto gate_up_silu_job(const int64_t* tile, const DevBuffer* reads,
 
 template <class Block>
 EVT_HD void gate_up_silu_body(const Block& b, const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
-  auto job = gate_up_silu_job(tile, reads, writes);
-  gemv_run(b, job);
+  gemv_run(b, gate_up_silu_job(tile, reads, writes));
 }
 
 template <class Block>
 EVT_HD void gate_up_silu_prologue(const Block& b, const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
-  auto job = gate_up_silu_job(tile, reads, writes);
-  gemv_prefetch(b, job);
+  gemv_prefetch(b, gate_up_silu_job(tile, reads, writes));
 }
 
 }  // namespace evt::kernels::llm

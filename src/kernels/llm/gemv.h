@@ -99,17 +99,6 @@ EVT_HD inline GemvPlan gemv_plan(int warps, int64_t tokens, int64_t n0, int64_t 
   return p;
 }
 
-// scale[i] = 1 / sqrt(mean(x_row^2) + eps) for the rows i < count (row i at x + i * ld, n long).
-template <class Block>
-EVT_HD void rms_scales(const Block& b, const float* x, int64_t ld, int64_t n, int64_t count, float eps, float* scale) {
-  for (int64_t i = warp(b); i < count; i += warps(b)) {
-    float sum = 0;
-    for (int64_t k = lane(b); k < n; k += lanes()) sum += x[i * ld + k] * x[i * ld + k];
-    sum = warp_sum(sum);
-    if (lane(b) == 0) scale[i] = 1.0f / sqrtf(sum / static_cast<float>(n) + eps);
-  }
-}
-
 // Stages tokens [c0, c0 + count) of the input, columns [k0, k1), as bf16(x * norm scale * norm_w)
 // (or bf16(x) without a norm). Ends with a block barrier.
 template <class Block>
@@ -259,7 +248,7 @@ EVT_HD GemvJob<kRows, RowPtrs, Epilogue> gemv_job(const GemvInput& in, int64_t n
 // 8, the weight rows and activation rows 16-byte aligned (x and ld multiples of 4 floats), and the
 // scratch at least gemv_min_scratch(k1 - k0, warps).
 template <class Block, class Job>
-EVT_HD void gemv_run(const Block& b, Job& j) {
+EVT_HD void gemv_run(const Block& b, const Job& j) {
   constexpr int kRows = Job::kRows;
   const GemvInput& in = j.in;
   const int64_t n0 = j.n0, n1 = j.n1, k0 = j.k0, k1 = j.k1;
@@ -318,7 +307,7 @@ EVT_HD void gemv_run(const Block& b, Job& j) {
 // The prologue's half of gemv_run: before the tile waits for its input, pull into L2 the first
 // kPrefetchBlocks column blocks of each warp's first group, the weights it will load first.
 template <class Block, class Job>
-EVT_HD void gemv_prefetch(const Block& b, Job& j) {
+EVT_HD void gemv_prefetch(const Block& b, const Job& j) {
 #if defined(__CUDA_ARCH__)
   constexpr int kRows = Job::kRows;
   const int64_t n0 = j.n0, n1 = j.n1, k0 = j.k0, k1 = j.k1;
@@ -343,12 +332,8 @@ EVT_HD void gemv_prefetch(const Block& b, Job& j) {
 // blocks. x is tokens x k (row stride k), W is rows x k, residual and out are tokens x width.
 EVT_HD inline auto residual_job(const float* x, int64_t tokens, int64_t k, const uint16_t* w, int64_t n0, int64_t n1,
                                 const float* residual, float* out, int64_t width) {
-  GemvInput in;
-  in.x = x;
-  in.ld = k;
-  in.tokens = tokens;
   return gemv_job<1>(
-      in, n0, n1, 0, k, [=](int64_t r, const uint16_t** p) { p[0] = w + r * k; },
+      GemvInput{.x = x, .ld = k, .tokens = tokens}, n0, n1, 0, k, [=](int64_t r, const uint16_t** p) { p[0] = w + r * k; },
       [=](int64_t t, int64_t r, const float* v) { out[t * width + r] = residual[t * width + r] + v[0]; });
 }
 

@@ -12,10 +12,7 @@ EVT_HD inline auto lm_head_job(const int64_t* tile, const DevBuffer* reads, cons
   const int64_t rows_in = reads[1].dim(0), hidden = reads[1].dim(1), vocab = writes[0].dim(1);
   const uint16_t* w = reads[2].as<const uint16_t>();
   float* out = writes[0].as<float>();
-  GemvInput in;
-  in.x = reads[1].as<const float>();
-  in.ld = hidden;
-  in.tokens = rows_in;
+  const GemvInput in{.x = reads[1].as<const float>(), .ld = hidden, .tokens = rows_in};
   const Range rows = tile_range(tile[0], cfg[kCfgRowsV], vocab);
   return gemv_job<1>(
       in, rows.begin, rows.end, 0, hidden, [=](int64_t r, const uint16_t** p) { p[0] = w + r * hidden; },
@@ -24,14 +21,12 @@ EVT_HD inline auto lm_head_job(const int64_t* tile, const DevBuffer* reads, cons
 
 template <class Block>
 EVT_HD void lm_head_body(const Block& b, const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
-  auto job = lm_head_job(tile, reads, writes);
-  gemv_run(b, job);
+  gemv_run(b, lm_head_job(tile, reads, writes));
 }
 
 template <class Block>
 EVT_HD void lm_head_prologue(const Block& b, const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
-  auto job = lm_head_job(tile, reads, writes);
-  gemv_prefetch(b, job);
+  gemv_prefetch(b, lm_head_job(tile, reads, writes));
 }
 
 }  // namespace evt::kernels::llm

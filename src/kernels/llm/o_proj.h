@@ -18,14 +18,12 @@ EVT_HD inline auto o_proj_job(const int64_t* tile, const DevBuffer* reads, const
 
 template <class Block>
 EVT_HD void o_proj_body(const Block& b, const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
-  auto job = o_proj_job(tile, reads, writes);
-  gemv_run(b, job);
+  gemv_run(b, o_proj_job(tile, reads, writes));
 }
 
 template <class Block>
 EVT_HD void o_proj_prologue(const Block& b, const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
-  auto job = o_proj_job(tile, reads, writes);
-  gemv_prefetch(b, job);
+  gemv_prefetch(b, o_proj_job(tile, reads, writes));
 }
 
 }  // namespace evt::kernels::llm

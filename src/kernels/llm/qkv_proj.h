@@ -24,13 +24,9 @@ EVT_HD inline auto qkv_proj_job(const int64_t* tile, const DevBuffer* reads, con
   } else {
     w = weight<uint16_t>(reads[1], l, kWv) + (head - heads - kv_heads) * d * hidden;
   }
-  GemvInput in;
-  in.x = reads[2].as<const float>() + (l % 2) * tokens * hidden;
-  in.ld = hidden;
-  in.tokens = tokens;
-  in.norm_w = weight<uint16_t>(reads[1], l, kWinputNorm);
-  in.norm_len = hidden;
-  in.eps = bits_to_f32(cfg[kCfgEpsBits]);
+  const GemvInput in{.x = reads[2].as<const float>() + (l % 2) * tokens * hidden, .ld = hidden, .tokens = tokens,
+                     .norm_w = weight<uint16_t>(reads[1], l, kWinputNorm), .norm_len = hidden,
+                     .eps = bits_to_f32(cfg[kCfgEpsBits])};
   const Range k = tile_range(ks, cfg[kCfgQkvSplitLen], hidden);
   float* out = writes[0].as<float>() + ks * tokens * width + head * d;
   return gemv_job<1>(
@@ -40,14 +36,12 @@ EVT_HD inline auto qkv_proj_job(const int64_t* tile, const DevBuffer* reads, con
 
 template <class Block>
 EVT_HD void qkv_proj_body(const Block& b, const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
-  auto job = qkv_proj_job(tile, reads, writes);
-  gemv_run(b, job);
+  gemv_run(b, qkv_proj_job(tile, reads, writes));
 }
 
 template <class Block>
 EVT_HD void qkv_proj_prologue(const Block& b, const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
-  auto job = qkv_proj_job(tile, reads, writes);
-  gemv_prefetch(b, job);
+  gemv_prefetch(b, qkv_proj_job(tile, reads, writes));
 }
 
 }  // namespace evt::kernels::llm
