@@ -3,8 +3,8 @@
 // attends query token t's heads of KV group h (GQA: HQ / HKV query heads share one KV head) to
 // the positions [s * split, (s + 1) * split) of 0..tok_pos[t] of its sequence. Each K/V row is
 // read once for the whole group. Warps take positions in turn with an online softmax each, and
-// merge their states through the block's scratch; the split's normalized output and its (max, sum) go to
-// o_part and ml for attention_merge. An empty split writes max = -inf, sum = 0.
+// merge their states through the block's scratch; the split's normalized output and its
+// (max, sum) go to o_part and ml for attention_merge. An empty split writes max = -inf, sum = 0.
 //   reads (cfg, q: T x HQ x D f32, k_cache, v_cache: L x SLOTS x HKV x D bf16, tok_pos, tok_seq,
 //          block_table), writes (o_part: KVS x T x HQ x D f32, ml: KVS x T x HQ x 2 f32)
 
@@ -37,12 +37,12 @@ EVT_HD void decode_attention_body(const Block& b, const int64_t* tile, const Dev
 
   // Fully unrolled over the group and the dims, so that the state stays in registers.
   float qv[kMaxGroup][kPer], acc[kMaxGroup][kPer], m[kMaxGroup], sum[kMaxGroup];
-EVT_UNROLL
+  EVT_UNROLL
   for (int g = 0; g < kMaxGroup; ++g) {
     m[g] = -INFINITY;
     sum[g] = 0;
     const float* q = reads[1].as<const float>() + (t * heads + h * group + g) * D + lane(b) * kPer;
-EVT_UNROLL
+    EVT_UNROLL
     for (int j = 0; j < kPer; ++j) {
       acc[g][j] = 0;
       qv[g][j] = g < group ? q[j] * scale : 0.0f;
@@ -53,16 +53,16 @@ EVT_UNROLL
     float kr[kPer], vr[kPer];
     load_bf16s<kPer>(reads[2].as<const uint16_t>() + row, kr);
     load_bf16s<kPer>(reads[3].as<const uint16_t>() + row, vr);
-EVT_UNROLL
+    EVT_UNROLL
     for (int g = 0; g < kMaxGroup; ++g) {
       if (g < group) {
         float dot = 0;
-EVT_UNROLL
+        EVT_UNROLL
         for (int j = 0; j < kPer; ++j) dot += qv[g][j] * kr[j];
         dot = warp_sum(dot);
         const float m_new = fmaxf(m[g], dot), rescale = softmax_rescale(m[g], m_new), e = expf(dot - m_new);
         sum[g] = sum[g] * rescale + e;
-EVT_UNROLL
+        EVT_UNROLL
         for (int j = 0; j < kPer; ++j) acc[g][j] = acc[g][j] * rescale + e * vr[j];
         m[g] = m_new;
       }
@@ -75,10 +75,10 @@ EVT_UNROLL
   float* w_m = reinterpret_cast<float*>(block_scratch().data);  // [warp][group]: attention_scratch_bytes
   float* w_sum = w_m + nwarps * kMaxGroup;                      // [warp][group]
   float* w_acc = w_sum + nwarps * kMaxGroup;                     // [warp][group][D]
-EVT_UNROLL
+  EVT_UNROLL
   for (int g = 0; g < kMaxGroup; ++g) {
     if (g < group) {
-EVT_UNROLL
+      EVT_UNROLL
       for (int j = 0; j < kPer; ++j) w_acc[(warp(b) * kMaxGroup + g) * D + lane(b) * kPer + j] = acc[g][j];
       if (lane(b) == 0) {
         w_m[warp(b) * kMaxGroup + g] = m[g];

@@ -34,7 +34,8 @@ EVT_HD void gate_up_silu_body(const Block& b, const int64_t* tile, const DevBuff
 }
 
 template <class Block>
-EVT_HD void gate_up_silu_prologue(const Block& b, const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
+EVT_HD void gate_up_silu_prologue(const Block& b, const int64_t* tile, const DevBuffer* reads,
+                                  const DevBuffer* writes) {
   gemv_prefetch(b, gate_up_silu_job(tile, reads, writes));
 }
 

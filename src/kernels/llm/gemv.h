@@ -158,7 +158,8 @@ EVT_HD inline const uint16_t* group_row(int64_t first, int64_t n1, int r, RowPtr
 // d += a b for one 16 x 8 x 16 tile: a holds rows (g, g+8) x k (2c, 2c+1, 2c+8, 2c+9) of lane
 // (g = lane / 4, c = lane % 4), b holds k (2c, 2c+1, 2c+8, 2c+9) of column g; d holds rows
 // (g, g+8) x columns (2c, 2c+1).
-__device__ inline void mma_bf16(float* d, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1) {
+__device__ inline void mma_bf16(float* d, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                uint32_t b1) {
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
@@ -320,8 +321,8 @@ EVT_HD void gemv_prefetch(const Block& b, const Job& j) {
   const uint16_t* row = group_row<kRows>(n0 + i * (kGroupRows / kRows), n1, r, j.rows);
   const int64_t begin = k0 + a * kBlockK, end = min_of<int64_t>(k1, begin + kPrefetchBlocks * kBlockK);
   if (row != nullptr && begin < end) {
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(row + begin), "r"(static_cast<uint32_t>(2 * (end - begin)))
-                 : "memory");
+    const uint32_t bytes = static_cast<uint32_t>(2 * (end - begin));
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(row + begin), "r"(bytes) : "memory");
   }
 #else
   (void)b, (void)j;
@@ -333,7 +334,8 @@ EVT_HD void gemv_prefetch(const Block& b, const Job& j) {
 EVT_HD inline auto residual_job(const float* x, int64_t tokens, int64_t k, const uint16_t* w, int64_t n0, int64_t n1,
                                 const float* residual, float* out, int64_t width) {
   return gemv_job<1>(
-      GemvInput{.x = x, .ld = k, .tokens = tokens}, n0, n1, 0, k, [=](int64_t r, const uint16_t** p) { p[0] = w + r * k; },
+      GemvInput{.x = x, .ld = k, .tokens = tokens}, n0, n1, 0, k,
+      [=](int64_t r, const uint16_t** p) { p[0] = w + r * k; },
       [=](int64_t t, int64_t r, const float* v) { out[t * width + r] = residual[t * width + r] + v[0]; });
 }
 

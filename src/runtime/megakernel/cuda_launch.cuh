@@ -51,10 +51,11 @@ inline int launch_scratch(const LaunchArgs& a, int most) {
 template <class MK>
 cudaError_t CudaLaunch<MK>::launch(const typename MK::ParamsType& p, const LaunchArgs& a, int blocks,
                                    Schedule schedule, cudaStream_t stream) {
+  const int scratch = launch_scratch(a, kScratchBytes);
   switch (schedule) {
-    case kDynamic: megakernel_entry<MK, kThreads, kDynamic><<<blocks, kThreads, launch_scratch(a, kScratchBytes), stream>>>(p, a); break;
-    case kPerGroup: megakernel_entry<MK, kThreads, kPerGroup><<<blocks, kThreads, launch_scratch(a, kScratchBytes), stream>>>(p, a); break;
-    default: megakernel_entry<MK, kThreads, kStatic><<<blocks, kThreads, launch_scratch(a, kScratchBytes), stream>>>(p, a); break;
+    case kDynamic: megakernel_entry<MK, kThreads, kDynamic><<<blocks, kThreads, scratch, stream>>>(p, a); break;
+    case kPerGroup: megakernel_entry<MK, kThreads, kPerGroup><<<blocks, kThreads, scratch, stream>>>(p, a); break;
+    default: megakernel_entry<MK, kThreads, kStatic><<<blocks, kThreads, scratch, stream>>>(p, a); break;
   }
   return cudaGetLastError();
 }
