@@ -57,7 +57,7 @@ struct GemvInput {
 // How a tile's work is laid out in scratch and over the warps; every thread computes the same.
 struct GemvPlan {
   int64_t blocks_k;  // 32-column blocks of [k0, k1)
-  int64_t stride;    // staged row length, elements: rows 64 bytes apart modulo 128 (no bank conflicts)
+  int64_t stride;    // staged row length, elements (staged_row)
   int64_t chunk;     // tokens staged per pass
   int64_t groups;    // row groups of the tile
   int64_t round;     // groups per round: each round's slots fit the scratch
@@ -69,12 +69,18 @@ struct GemvPlan {
 
 inline constexpr int64_t kGemvHeaderBytes = (kMaxWarps + kChunkTokens) * 4;
 
+// 32-column blocks of a tile `k` columns wide, and the length of a staged row, in elements:
+// whole blocks, one more when that makes rows 64 bytes apart modulo 128 (no bank conflicts).
+EVT_HD constexpr int64_t column_blocks(int64_t k) { return (k + kBlockK - 1) / kBlockK; }
+EVT_HD constexpr int64_t staged_row(int64_t k) {
+  return column_blocks(k) * kBlockK + (column_blocks(k) % 2 == 0 ? kBlockK : 0);
+}
+
 // The scratch a tile over `k` columns of `tokens` tokens uses: all its tokens staged at once (up
 // to kChunkTokens) and rounds of 17 groups. gemv_min_scratch: the least it runs in, one token
 // and one group at a time.
 EVT_HD constexpr int64_t gemv_scratch_bytes(int64_t k, int64_t tokens, int warps, int64_t round = 17) {
-  const int64_t blocks = (k + kBlockK - 1) / kBlockK;
-  const int64_t row_bytes = (blocks * kBlockK + (blocks % 2 == 0 ? kBlockK : 0)) * 2;
+  const int64_t row_bytes = staged_row(k) * 2;
   const int64_t staged = tokens < kChunkTokens ? tokens : kChunkTokens;
   return kGemvHeaderBytes + (warps + round - 1) * kSlotFloats * 4 + staged * row_bytes;
 }
@@ -84,8 +90,8 @@ template <int kRows>
 EVT_HD inline GemvPlan gemv_plan(int warps, int64_t tokens, int64_t n0, int64_t n1, int64_t k0, int64_t k1) {
   const Scratch s = block_scratch();
   GemvPlan p;
-  p.blocks_k = (k1 - k0 + kBlockK - 1) / kBlockK;
-  p.stride = p.blocks_k * kBlockK + (p.blocks_k % 2 == 0 ? kBlockK : 0);
+  p.blocks_k = column_blocks(k1 - k0);
+  p.stride = staged_row(k1 - k0);
   constexpr int64_t outs = kGroupRows / kRows;
   p.groups = (n1 - n0 + outs - 1) / outs;
   const int64_t slot_bytes = kSlotFloats * 4, row_bytes = p.stride * 2;

@@ -87,39 +87,19 @@ EVT_HD inline float bits_to_f32(int32_t bits) {
   return f;
 }
 
-// Eight consecutive bf16 values: one 16-byte load on the GPU (`p` 16-byte aligned). Loading and
-// unpacking are separate so that a loop can issue several loads before it needs the first.
-struct Bf16x8 {
+// Eight consecutive bf16 values as floats: one 16-byte load on the GPU (`p` 16-byte aligned).
+EVT_HD inline void load8_bf16(const uint16_t* p, float* out) {
 #if defined(__CUDA_ARCH__)
-  uint4 bits;
-#else
-  uint16_t bits[8];
-#endif
-};
-
-EVT_HD inline Bf16x8 load_bf16x8(const uint16_t* p) {
-  Bf16x8 v;
-#if defined(__CUDA_ARCH__)
-  v.bits = *reinterpret_cast<const uint4*>(p);
-#else
-  for (int i = 0; i < 8; ++i) v.bits[i] = p[i];
-#endif
-  return v;
-}
-
-EVT_HD inline void unpack_bf16x8(const Bf16x8& v, float* out) {
-#if defined(__CUDA_ARCH__)
-  const uint32_t w[4] = {v.bits.x, v.bits.y, v.bits.z, v.bits.w};
+  const uint4 v = *reinterpret_cast<const uint4*>(p);
+  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
   for (int i = 0; i < 4; ++i) {
     out[2 * i] = __uint_as_float(w[i] << 16);
     out[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
   }
 #else
-  for (int i = 0; i < 8; ++i) out[i] = bf16_to_f32(v.bits[i]);
+  for (int i = 0; i < 8; ++i) out[i] = bf16_to_f32(p[i]);
 #endif
 }
-
-EVT_HD inline void load8_bf16(const uint16_t* p, float* out) { unpack_bf16x8(load_bf16x8(p), out); }
 
 // n consecutive bf16 values as floats (n even; `p` 4-byte aligned): 4-byte loads on the GPU.
 template <int n>
