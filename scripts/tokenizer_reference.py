@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import tokenizers
+from reference_files import write_or_check
 from tokenizers import Tokenizer
 
 TOKENIZERS = {  # name -> (file, fuzzed strings, random id sequences)
@@ -112,22 +113,12 @@ def reference(path: str, fuzz_count: int, id_count: int, seed: int) -> dict:
 
 
 def main() -> int:
-    check = "--check" in sys.argv[1:]
-    failed = False
+    files = {}
     for seed, (name, (path, fuzz_count, id_count)) in enumerate(TOKENIZERS.items()):
-        out = Path(f"tests/tokenizer/data/{name}_reference.json")
         text = json.dumps(reference(path, fuzz_count, id_count, seed), ensure_ascii=False, separators=(",", ":"))
         text = text.replace(',{"text"', ',\n{"text"').replace(',{"ids"', ',\n{"ids"') + "\n"
-        if not check:
-            out.write_text(text, encoding="utf-8")
-            print(f"wrote {out}")
-        elif not out.exists() or out.read_text(encoding="utf-8") != text:
-            print(f"{out} differs from what tokenizers {tokenizers.__version__} produces now; "
-                  f"rerun scripts/tokenizer_reference.py and review the diff")
-            failed = True
-        else:
-            print(f"{out}: matches tokenizers {tokenizers.__version__}")
-    return 1 if failed else 0
+        files[Path(f"tests/tokenizer/data/{name}_reference.json")] = text
+    return write_or_check(files, f"tokenizers {tokenizers.__version__}")
 
 
 if __name__ == "__main__":
