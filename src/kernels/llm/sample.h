@@ -23,6 +23,8 @@
 // 4. next = the argmax over kept i of z_i + gumbel(draw_stream(seed, counter), i), the lowest index
 //    on a tie: the Gumbel-max trick, a draw from softmax(z) over the kept tokens that needs no
 //    prefix sum and depends on the request's seed and counter alone. next = 0 when every z is NaN.
+//    The noise has 24 random bits, so it lies in [-2.9, 16.7]: a token more than 19.5 below m is
+//    never drawn (its share of softmax is below 4e-9 of the largest's).
 //
 // The body: greedy without penalties is one pass over the logits, as argmax. Otherwise one pass
 // writes z (a for greedy) to the row of adj, and the passes after it read adj; a threshold is a
@@ -201,6 +203,7 @@ EVT_HD void find_digit(const Block& b, SampleShared& sh, uint32_t prefix, int sh
   const LaneSums sums = warp_lane_sums(mine, lane(b));
   const bool first = shift == 24;
   const uint64_t need = first ? total_need(sums.total) : sh.need;
+  warp_sync();  // every lane has read sh.need before the crossing lane rewrites it
   if (first && lane(b) == 0) sh.found = sums.total >= need;
   if (sums.below < need && need <= sums.below + mine) {  // one lane: the crossing is in its bins
     uint64_t above = sums.below;

@@ -153,12 +153,16 @@ EVT_HD constexpr uint64_t splitmix64(uint64_t x) {
 
 // The random stream of one draw: a function of the request's seed and of which of its tokens is
 // drawn, and of nothing else in the batch.
-EVT_HD constexpr uint64_t draw_stream(uint64_t seed, uint32_t counter) { return splitmix64(seed ^ splitmix64(counter)); }
+EVT_HD constexpr uint64_t draw_stream(uint64_t seed, uint32_t counter) {
+  return splitmix64(seed ^ splitmix64(counter));
+}
 
 // Gumbel noise of token i in a draw: -log(-log(u)) with u = b / 2^24 for 24 hash bits b (b = 0
 // taken as 1/2), so u lies in (0, 1) and is exact in a float.
 EVT_HD inline float gumbel(uint64_t stream, int64_t i) {
-  const uint32_t b = static_cast<uint32_t>(splitmix64(stream + static_cast<uint64_t>(i) * 0x9e3779b97f4a7c15ull) >> 40);
+  // Token i's word of the SplitMix64 sequence that starts at `stream`.
+  const uint64_t word = splitmix64(stream + static_cast<uint64_t>(i) * 0x9e3779b97f4a7c15ull);
+  const uint32_t b = static_cast<uint32_t>(word >> 40);
   const float u = mul_rn(b == 0 ? 0.5f : static_cast<float>(b), 0x1p-24f);
   return -sample_log(-sample_log(u));
 }
