@@ -11,6 +11,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "kernels/llm/sample_math.h"
 #include "util/int_math.h"
 
 namespace evt::testing::llm {
@@ -468,6 +469,11 @@ void build_lm_head(Case& c, Rng& rng) {
   c.probe = {1, 0};
 }
 
+// Values on a grid of 1/4: ties.
+void round_to_quarters(HostTensor& t) {
+  for (int64_t i = 0; i < t.numel(); ++i) t.as<float>()[i] = std::round(t.as<float>()[i] * 4) / 4;
+}
+
 // Logits in [-1, 1]. With `ties`, on a grid of 1/4 so that most rows have several maxima, and row
 // 0's maximum planted twice, far apart (different lanes and warps on the GPU): the lowest index
 // must win. The last row is constant: every index ties, so index 0 wins.
@@ -477,7 +483,7 @@ void build_argmax(Case& c, Rng& rng) {
   HostTensor logits = f32_tensor("logits", {s.seqs, s.vocab}, rng);
   float* l = logits.as<float>();
   if (s.ties) {
-    for (int64_t i = 0; i < logits.numel(); ++i) l[i] = std::round(l[i] * 4) / 4;
+    round_to_quarters(logits);
     if (s.vocab > 2) l[s.vocab - 1] = l[s.vocab / 3] = 1.5f;
     if (s.seqs > 1) std::fill_n(l + (s.seqs - 1) * s.vocab, s.vocab, 0.25f);
   }
@@ -487,6 +493,81 @@ void build_argmax(Case& c, Rng& rng) {
   if (s.vocab == 1) c.probe = {-1, 0};  // one logit: no other index can win
   c.reads.push_back(std::move(logits));
   c.writes.push_back(output("next", DType::kI32, {s.seqs}));
+}
+
+// What row r of a sample case does: kSampleRows[r % 15], so that a case of 15 rows or more tries
+// every rule of sample.h and its edges. A threshold one token off changes a draw only when that
+// token wins it, so cases repeat the table with other seeds, and some rows make the tokens at
+// the threshold likely winners.
+struct SampleRow {
+  kl::SampleParams params;
+  bool penalized = false;  // penalty entries, the row's largest logit among them
+  bool nan = false;        // a NaN logit
+};
+const SampleRow kSampleRows[] = {
+    {{}},                                                      // greedy
+    {{.presence = 0.5f, .frequency = 0.25f}, true},            // greedy, penalties move the argmax
+    {{.temperature = 0.8f}},                                   // temperature alone
+    {{.temperature = 1, .top_k = 1}},                          // top-k 1: greedy
+    {{.temperature = 1, .top_k = 5}},                          // with ties: more than 5 kept
+    {{.temperature = 5, .top_k = 3}},                          // nearly flat: a 4th token would win 1 in 4
+    {{.temperature = 1.2f, .top_k = 1 << 30}},                 // top-k >= V: off
+    {{.temperature = 1, .top_p = 0.1f}},
+    {{.temperature = 1.5f, .top_p = 0.9f}},
+    {{.temperature = 1, .top_p = 1}},                          // top-p 1: off
+    {{.temperature = 0.5f, .min_p = 0.1f}},
+    {{.temperature = 0.7f, .top_k = 40, .top_p = 0.9f, .min_p = 0.05f, .presence = 0.3f, .frequency = -0.2f},
+     true},                                                    // everything; penalties and boosts
+    {{.temperature = 0.3f, .top_k = 10, .top_p = 0.5f}},       // top-p over top-k's 10 keeps about 5
+    {{.temperature = 1, .top_p = 0.9f}, false, true},          // a NaN logit is never drawn
+    {{}, false, true},                                         // greedy picks the NaN
+};
+
+// Logits in [-3, 3] (on a grid of 1/4 with `ties`), each row sampled as kSampleRows says, with
+// its own seed and counter. The probe lifts row 0's (greedy) second largest logit above its largest.
+void build_sample(Case& c, Rng& rng) {
+  const CaseSpec& s = c.spec;
+  c.grid = {s.seqs};
+  HostTensor logits = f32_tensor("logits", {s.seqs, s.vocab}, rng, -3, 3);
+  if (s.ties) round_to_quarters(logits);
+  HostTensor samp("samp", DType::kI32, {s.seqs, kl::kSampleWords});
+  std::vector<int32_t> pen_start = {0}, pen;
+  for (int64_t r = 0; r < s.seqs; ++r) {
+    const SampleRow& kind = kSampleRows[r % std::size(kSampleRows)];
+    float* row = logits.as<float>() + r * s.vocab;
+    kl::SampleParams p = kind.params;
+    p.seed = static_cast<uint64_t>(rng.integer(0, INT64_MAX));
+    p.counter = static_cast<uint32_t>(rng.integer(0, UINT32_MAX));
+    kl::pack_sample_row(p, samp.as<int32_t>() + r * kl::kSampleWords);
+    if (kind.penalized) {
+      std::vector<int32_t> tokens(static_cast<size_t>(s.vocab));
+      std::iota(tokens.begin(), tokens.end(), 0);
+      rng.shuffle(tokens);
+      tokens.resize(static_cast<size_t>(1 + s.vocab / 50));
+      tokens[0] = static_cast<int32_t>(std::max_element(row, row + s.vocab) - row);
+      std::sort(tokens.begin(), tokens.end());
+      tokens.erase(std::unique(tokens.begin(), tokens.end()), tokens.end());
+      for (int32_t t : tokens) pen.insert(pen.end(), {t, static_cast<int32_t>(rng.integer(1, 4))});
+    }
+    pen_start.push_back(static_cast<int32_t>(pen.size() / 2));
+    if (kind.nan) row[rng.integer(0, s.vocab - 1)] = NAN;
+  }
+  if (pen.empty()) pen = {0, 1};  // P >= 1: a dummy entry that no row's range covers
+  const float* row0 = logits.as<float>();
+  const int64_t best = std::max_element(row0, row0 + s.vocab) - row0;
+  int64_t second = best == 0 ? 1 : 0;
+  for (int64_t i = 0; i < s.vocab; ++i) {
+    if (i != best && row0[i] > row0[second]) second = i;
+  }
+  c.probe = {0, second};
+  if (s.vocab == 1) c.probe = {-1, 0};  // one logit: no other index can win
+  c.reads.push_back(std::move(logits));
+  c.reads.push_back(std::move(samp));
+  c.reads.push_back(i32_tensor("pen_start", pen_start, {s.seqs + 1}));
+  c.reads.push_back(i32_tensor("pen", pen, {static_cast<int64_t>(pen.size() / 2), 2}));
+  c.writes.push_back(output("next", DType::kI32, {s.seqs}));
+  c.writes.push_back(output("adj", DType::kF32, {s.seqs, s.vocab}));
+  c.writes.back().scratch = true;
 }
 
 // The shape fields a row depends on, which name its cases.
@@ -531,6 +612,7 @@ const std::map<std::string, Row>& row_table() {
       {"final_norm", {build_final_norm, kTokens | kSeqs | kHidden | kLayerCount}},
       {"lm_head", {build_lm_head, kSeqs | kHidden | kVocab | kRows}},
       {"argmax", {build_argmax, kSeqs | kVocab | kTies}},
+      {"sample", {build_sample, kSeqs | kVocab | kTies}},
   };
   return table;
 }
@@ -657,13 +739,20 @@ std::vector<CaseSpec> make_specs() {
     s.seqs = s.tokens = seqs, s.hidden = h, s.vocab = v, s.rows = rows;
     add(s);
   }
-  struct Argmax {
+  struct LogitRows {
     int64_t seqs, vocab;
     bool ties;
   };
-  for (const Argmax& a :
-       std::vector<Argmax>{{1, 97, false}, {3, 200, true}, {17, 97, true}, {97, 200, false}, {3, 1, false}}) {
+  for (const LogitRows& a :
+       std::vector<LogitRows>{{1, 97, false}, {3, 200, true}, {17, 97, true}, {97, 200, false}, {3, 1, false}}) {
     CaseSpec s = spec("argmax");
+    s.seqs = s.tokens = a.seqs, s.vocab = a.vocab, s.ties = a.ties;
+    add(s);
+  }
+  // Sampling: every 15 rows try every rule once (kSampleRows).
+  for (const LogitRows& a : std::vector<LogitRows>{
+           {60, 1000, false}, {30, 4099, true}, {15, 32000, false}, {30, 97, true}, {15, 1, false}}) {
+    CaseSpec s = spec("sample");
     s.seqs = s.tokens = a.seqs, s.vocab = a.vocab, s.ties = a.ties;
     add(s);
   }
@@ -694,7 +783,8 @@ const std::vector<std::string>& llm_rows() {
                                                 "down_proj",
                                                 "final_norm",
                                                 "lm_head",
-                                                "argmax"};
+                                                "argmax",
+                                                "sample"};
   return rows;
 }
 

@@ -52,6 +52,7 @@ struct OutputSpec {
   HostTensor tensor;                // shape and dtype; the runs poison it first
   std::vector<uint8_t> must_write;  // per element; empty: every element must be written
   bool neg_inf_ok = false;          // ml: an empty KV split's max is -inf by contract
+  bool scratch = false;             // the row may leave anything in it: only the guard bands are checked
   bool written(int64_t flat) const { return must_write.empty() || must_write[static_cast<size_t>(flat)] != 0; }
 };
 
@@ -85,7 +86,7 @@ struct CaseSpec {
   bool qk_norm = false;
   float q_scale = 1;  // decode attention: q's range, to make the softmax peaky
   float x_scale = 1;  // the range of an RMSNorm's input: small, and eps weighs in the norm
-  bool ties = false;  // argmax: logits on a coarse grid, so that rows have tied maxima
+  bool ties = false;  // argmax, sample: logits on a coarse grid, so that rows have tied maxima
   uint64_t seed = 1;
 };
 

@@ -14,6 +14,7 @@
 #include "kernels/llm/o_proj.h"
 #include "kernels/llm/qkv_finish.h"
 #include "kernels/llm/qkv_proj.h"
+#include "kernels/llm/sample.h"
 #include "kernels/llm/decode_config.h"
 #include "kernels/llm_tiles_cuda.h"
 

@@ -87,6 +87,16 @@ EVT_HD inline float bits_to_f32(int32_t bits) {
   return f;
 }
 
+EVT_HD inline int32_t f32_to_bits(float f) {
+  int32_t bits;
+#if defined(__CUDA_ARCH__)
+  bits = __float_as_int(f);
+#else
+  std::memcpy(&bits, &f, 4);
+#endif
+  return bits;
+}
+
 // Eight consecutive bf16 values as floats: one 16-byte load on the GPU (`p` 16-byte aligned).
 EVT_HD inline void load8_bf16(const uint16_t* p, float* out) {
 #if defined(__CUDA_ARCH__)
@@ -138,6 +148,34 @@ EVT_HD inline void load8_f32(const float* p, float* out) {
   out[4] = b.x, out[5] = b.y, out[6] = b.z, out[7] = b.w;
 #else
   for (int i = 0; i < 8; ++i) out[i] = p[i];
+#endif
+}
+
+// Stores eight floats: two 16-byte stores on the GPU (`p` 16-byte aligned).
+EVT_HD inline void store8_f32(float* p, const float* v) {
+#if defined(__CUDA_ARCH__)
+  reinterpret_cast<float4*>(p)[0] = make_float4(v[0], v[1], v[2], v[3]);
+  reinterpret_cast<float4*>(p)[1] = make_float4(v[4], v[5], v[6], v[7]);
+#else
+  for (int i = 0; i < 8; ++i) p[i] = v[i];
+#endif
+}
+
+// Sums of a value over the lanes of a warp: over the lanes below `lane`, and over all of them.
+struct LaneSums {
+  uint64_t below, total;
+};
+EVT_HD inline LaneSums warp_lane_sums(uint64_t v, int lane) {
+  uint64_t upto = v;  // this lane and those below
+#if defined(__CUDA_ARCH__)
+  for (int offset = 1; offset < 32; offset *= 2) {
+    const uint64_t lower = __shfl_up_sync(0xffffffffu, upto, offset);
+    if (lane >= offset) upto += lower;
+  }
+  return LaneSums{upto - v, __shfl_sync(0xffffffffu, upto, 31)};
+#else
+  (void)lane;
+  return LaneSums{0, upto};
 #endif
 }
 
