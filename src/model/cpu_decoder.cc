@@ -59,6 +59,7 @@ class CpuDecoder final : public Decoder {
     const Tiling tiling = default_tiling(c, batch.tokens(), batch.longest_context(), options_.workers);
     EVT_ASSIGN_OR_RETURN(StepPlan plan, plan_step(c, tiling, options_.kv, batch));
     const ModelWeights& w = model_->weights;
+    const SampleInputs sampling = sample_inputs(batch);
     const HostBuffers host = {
         {"cfg", bytes_of(std::span<const int32_t>(plan.cfg))},
         {"wtab", bytes_of(wtab_)},
@@ -71,6 +72,9 @@ class CpuDecoder final : public Decoder {
         {"tok_seq", bytes_of(batch.token_seq)},
         {"block_table", bytes_of(batch.block_table)},
         {"logit_rows", bytes_of(batch.logit_rows)},
+        {"samp", bytes_of(sampling.words)},
+        {"pen_start", bytes_of(sampling.penalty_start)},
+        {"pen", bytes_of(sampling.penalties)},
         {"k_cache", bytes_of(k_cache_)},
         {"v_cache", bytes_of(v_cache_)},
     };

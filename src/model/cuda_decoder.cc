@@ -10,6 +10,7 @@
 #include "megakernels/dense_decode_d128.h"
 #include "megakernels/dense_decode_d64.h"
 #include "model/decode_buffers.h"
+#include "kernels/llm/sample.h"
 #include "model/decode_weights.h"
 #include "model/random_fill_cuda.h"
 #include "model/rope.h"
@@ -120,6 +121,9 @@ class CudaDecoder final : public Decoder {
     EVT_CUDA_RETURN(cudaEventCreate(&d->end_));
     EVT_RETURN_IF_ERROR(
         place_weights(config, d->model_ ? &d->model_->weights : nullptr, seed, d->stream_, d->weights_));
+    if (d->options_.kv.pages == 0) {
+      EVT_ASSIGN_OR_RETURN(d->options_.kv.pages, d->pages_that_fit());
+    }
     EVT_RETURN_IF_ERROR(d->upload_constants());
     return std::unique_ptr<Decoder>(std::move(d));
   }
@@ -133,9 +137,11 @@ class CudaDecoder final : public Decoder {
   const ModelConfig& config() const override { return config_; }
   KvGeometry kv() const override { return options_.kv; }
   std::string describe() const override {
-    return fmt::format("cuda {}, {} SMs, {} blocks, {:.2f} GB of weights", exec_name(options_.exec),
-                       megakernel_->sms(), blocks(), weights_.bytes / 1e9);
+    return fmt::format("cuda {}, {} SMs, {} blocks, {:.2f} GB of weights, KV cache {} pages of {} ({:.2f} GB)",
+                       exec_name(options_.exec), megakernel_->sms(), blocks(), weights_.bytes / 1e9,
+                       options_.kv.pages, options_.kv.page_size, options_.kv.pages * page_bytes() / 1e9);
   }
+  DecoderStats stats() const override { return stats_; }
 
   Status trace_next_step(const std::string& path) override {
     if (options_.exec != Exec::kMegakernel && options_.exec != Exec::kMegakernelDynamic) {
@@ -155,6 +161,7 @@ class CudaDecoder final : public Decoder {
     if (replay) plan.dims["KVS"] = ceil_div(options_.max_context, tiling.kv_split_len);
 
     EVT_ASSIGN_OR_RETURN(mk::ParamsOf<MK> p, unbound_params<MK>(plan));
+    const SampleInputs sampling = sample_inputs(run);
     const StagedInput inputs[] = {
         {"cfg", plan.cfg.data(), static_cast<int64_t>(sizeof plan.cfg)},
         {"ids", run.ids.data(), run.tokens() * 4},
@@ -162,6 +169,9 @@ class CudaDecoder final : public Decoder {
         {"tok_seq", run.token_seq.data(), run.tokens() * 4},
         {"block_table", run.block_table.data(), static_cast<int64_t>(run.block_table.size()) * 4},
         {"logit_rows", run.logit_rows.data(), run.sequences() * 4},
+        {"samp", sampling.words.data(), static_cast<int64_t>(sampling.words.size()) * 4},
+        {"pen_start", sampling.penalty_start.data(), static_cast<int64_t>(sampling.penalty_start.size()) * 4},
+        {"pen", sampling.penalties.data(), static_cast<int64_t>(sampling.penalties.size()) * 4},
     };
     EVT_RETURN_IF_ERROR(bind(p, inputs));
     typename mk::CudaMegakernel<MK>::Options o;
@@ -177,6 +187,10 @@ class CudaDecoder final : public Decoder {
     EVT_RETURN_IF_ERROR(megakernel_->enqueue(p, o));
     EVT_CUDA_RETURN(cudaEventRecord(end_, stream_));
     EVT_RETURN_IF_ERROR(megakernel_->finish());
+    if (replay) {
+      stats_.capture_ms += megakernel_->last_capture_ms();
+      stats_.graphs_captured = static_cast<int64_t>(megakernel_->captured_graphs());
+    }
     if (o.trace) {
       const std::string path = std::exchange(trace_path_, "");
       EVT_RETURN_IF_ERROR(mk::write_chrome_trace(path, megakernel_->last_trace(), [&](int g, int64_t linear) {
@@ -208,6 +222,23 @@ class CudaDecoder final : public Decoder {
   int blocks() const {
     return options_.blocks > 0 ? std::min(options_.blocks, megakernel_->max_coresident_blocks())
                                : megakernel_->max_coresident_blocks();
+  }
+
+  // K and V of one page over every layer.
+  int64_t page_bytes() const {
+    return 2 * config_.num_layers * options_.kv.page_size * config_.num_kv_heads * config_.head_dim * 2;
+  }
+
+  // The KV pages in options_.kv_fraction of the free memory (the weights already placed).
+  Expected<int64_t> pages_that_fit() const {
+    size_t free = 0, total = 0;
+    EVT_CUDA_RETURN(cudaMemGetInfo(&free, &total));
+    const auto pages = static_cast<int64_t>(options_.kv_fraction * static_cast<double>(free)) / page_bytes() - 1;
+    if (pages < 1) {
+      return error("KV cache: {:.2f} GB free after the weights; {:.0f}% of it holds no page of {} bytes", free / 1e9,
+                   options_.kv_fraction * 100, page_bytes());
+    }
+    return pages;
   }
 
   // The caller's pages plus one: graph padding's dummy sequences write their K/V to the last.
@@ -249,6 +280,8 @@ class CudaDecoder final : public Decoder {
       padded_.positions.push_back(0);
       padded_.token_seq.push_back(static_cast<int32_t>(s));
       padded_.logit_rows.push_back(static_cast<int32_t>(s));
+      if (!padded_.sample_words.empty()) padded_.sample_words.resize(padded_.sample_words.size() + llm::kSampleWords, 0);
+      if (!padded_.penalty_start.empty()) padded_.penalty_start.push_back(padded_.penalty_start.back());
     }
     return padded_;
   }
@@ -298,15 +331,17 @@ class CudaDecoder final : public Decoder {
   PinnedBytes staging_;
   std::vector<DeviceWords> scratch_;
   StepBatch padded_;
+  DecoderStats stats_;
   std::string trace_path_;  // non-empty: trace the next step into this file
 };
 
 Expected<std::unique_ptr<Decoder>> make(const ModelConfig& config, std::shared_ptr<const LoadedModel> model,
                                         uint64_t seed, const CudaDecoderOptions& o) {
   if (o.exec == Exec::kReference) return error("--exec reference runs on the CPU only (--device cpu)");
-  if (o.kv.page_size < 1 || o.kv.pages < 1) {
-    return error("KV cache: page size {} and pages {} must be positive", o.kv.page_size, o.kv.pages);
+  if (o.kv.page_size < 1 || o.kv.pages < 0) {
+    return error("KV cache: page size {} must be positive and pages {} not negative", o.kv.page_size, o.kv.pages);
   }
+  if (!(o.kv_fraction > 0 && o.kv_fraction < 1)) return error("KV cache: fraction {} must be in (0, 1)", o.kv_fraction);
   if (o.graph_buckets.empty() || !std::is_sorted(o.graph_buckets.begin(), o.graph_buckets.end())) {
     return error("graph buckets must be a non-empty ascending list");
   }

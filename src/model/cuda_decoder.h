@@ -15,7 +15,8 @@ struct CudaDecoderOptions {
   Exec exec = Exec::kMegakernel;  // megakernel, megakernel-dynamic, kernels or graphs
   int device = 0;
   int blocks = 0;  // megakernel grid (at most the co-resident blocks); 0: every co-resident block
-  KvGeometry kv{16, 1024};
+  KvGeometry kv{16, 1024};  // pages 0: kv_fraction of the GPU memory free after the weights
+  double kv_fraction = 0.8;
   // Graphs mode: decode steps (one token per sequence) are padded to the smallest bucket that
   // holds them and replayed from a graph captured once per bucket; the block table is
   // max_context wide and the KV split count fixed by max_context, as graph capture needs

@@ -5,6 +5,7 @@
 
 #include "kernels/llm/decode_attention.h"
 #include "kernels/llm/gemv.h"
+#include "kernels/llm/sample.h"
 #include "util/int_math.h"
 
 namespace evt::model {
@@ -54,7 +55,49 @@ int64_t qkv_splits(int64_t heads, int64_t most, int workers) {
   return std::clamp<int64_t>(workers / heads, 1, most);
 }
 
+// Sampling inputs of the right sizes, each sequence's penalized tokens in the vocab and
+// distinct, with positive counts.
+Status check_sampling(const StepBatch& b, int64_t vocab) {
+  const int64_t seqs = b.sequences();
+  if (!b.sample_words.empty() && static_cast<int64_t>(b.sample_words.size()) != seqs * kernels::llm::kSampleWords) {
+    return error("step: {} sampling words for {} sequences (expected {} each)", b.sample_words.size(), seqs,
+                 static_cast<int>(kernels::llm::kSampleWords));
+  }
+  if (b.penalty_start.empty() && b.penalties.empty()) return Status();
+  if (static_cast<int64_t>(b.penalty_start.size()) != seqs + 1 || b.penalty_start[0] != 0 ||
+      b.penalty_start.back() * 2 != static_cast<int64_t>(b.penalties.size())) {
+    return error("step: penalty_start ({} entries) does not index the {} penalty pairs of {} sequences",
+                 b.penalty_start.size(), b.penalties.size() / 2, seqs);
+  }
+  for (int64_t s = 0; s < seqs; ++s) {
+    std::vector<int32_t> tokens;
+    if (b.penalty_start[s + 1] < b.penalty_start[s]) return error("step: penalty_start decreases at sequence {}", s);
+    for (int32_t e = b.penalty_start[s]; e < b.penalty_start[s + 1]; ++e) {
+      const int32_t token = b.penalties[2 * e], count = b.penalties[2 * e + 1];
+      if (token < 0 || token >= vocab || count < 1) {
+        return error("step: sequence {} penalizes token {} x {} (needs a token in the vocab of {}, a count >= 1)",
+                     s, token, count, vocab);
+      }
+      tokens.push_back(token);
+    }
+    std::sort(tokens.begin(), tokens.end());
+    if (std::adjacent_find(tokens.begin(), tokens.end()) != tokens.end()) {
+      return error("step: sequence {} lists a penalized token twice", s);
+    }
+  }
+  return Status();
+}
+
 }  // namespace
+
+SampleInputs sample_inputs(const StepBatch& b) {
+  const size_t seqs = static_cast<size_t>(b.sequences());
+  SampleInputs in{b.sample_words, b.penalty_start, b.penalties};
+  if (in.words.empty()) in.words.assign(seqs * kernels::llm::kSampleWords, 0);
+  if (in.penalty_start.empty()) in.penalty_start.assign(seqs + 1, 0);
+  if (in.penalties.empty()) in.penalties = {0, 1};  // past every sequence's range: applies to none
+  return in;
+}
 
 Tiling default_tiling(const ModelConfig& c, int64_t tokens, int64_t longest_context, int workers) {
   namespace llm = kernels::llm;
@@ -103,6 +146,7 @@ Expected<StepPlan> plan_step(const ModelConfig& c, const Tiling& tiling, const K
   for (int32_t page : batch.block_table) {
     if (page < 0 || page >= kv.pages) return error("step: page {} is outside the cache's {} pages", page, kv.pages);
   }
+  EVT_RETURN_IF_ERROR(check_sampling(batch, c.vocab_size));
 
   const int64_t qkv_split_len = round_up(ceil_div(c.hidden_size, tiling.qkv_splits), kernels::llm::kBlockK);
   StepPlan plan;
@@ -122,6 +166,7 @@ Expected<StepPlan> plan_step(const ModelConfig& c, const Tiling& tiling, const K
       {"KVS", ceil_div(batch.longest_context(), tiling.kv_split_len)},
       {"SLOTS", kv.slots()},
       {"MAXB", batch.pages_per_seq},
+      {"P", std::max<int64_t>(1, static_cast<int64_t>(batch.penalties.size() / 2))},
   };
   const int warps = llm::kDecodeThreads / 32;
   int64_t scratch = llm::attention_scratch_bytes(c.head_dim, warps);

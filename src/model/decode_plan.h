@@ -19,12 +19,17 @@ namespace evt::model {
 // One step: T tokens from S sequences. Sequence s's pages are row s of block_table; token t
 // belongs to sequence token_seq[t], sits at position positions[t] and attends to positions
 // 0..positions[t] of its sequence (its own K/V included, written in this step). Sequence s
-// returns the logits of token logit_rows[s].
+// returns the logits of token logit_rows[s] and the token the graph's sample task draws from
+// them (kernels/llm/sample.h): with sample_words row s (kSampleWords words; empty: greedy for
+// every sequence), and penalties on the (token, count) pairs
+// penalties[2 * penalty_start[s] .. 2 * penalty_start[s + 1]) (empty: none).
 struct StepBatch {
   std::vector<int32_t> ids, positions, token_seq;  // per token
   std::vector<int32_t> logit_rows;                 // per sequence
   std::vector<int32_t> block_table;                // S x pages_per_seq
   int64_t pages_per_seq = 0;
+  std::vector<int32_t> sample_words;               // S x kSampleWords, or empty
+  std::vector<int32_t> penalty_start, penalties;   // S + 1 and P x 2, or both empty
 
   int64_t tokens() const { return static_cast<int64_t>(ids.size()); }
   // Positions the longest-reaching token attends to (at least 1).
@@ -67,6 +72,13 @@ struct StepPlan {
 // positions within the block table) and names what is wrong.
 Expected<StepPlan> plan_step(const ModelConfig& config, const Tiling& tiling, const KvGeometry& kv,
                              const StepBatch& batch);
+
+// The sample task's inputs as the graph binds them: the batch's, or the greedy, unpenalized
+// defaults its empty fields stand for (the graph's pen buffer has at least one entry).
+struct SampleInputs {
+  std::vector<int32_t> words, penalty_start, penalties;
+};
+SampleInputs sample_inputs(const StepBatch& batch);
 
 // The head dims the shipped binary has a compiled decode graph for.
 bool decode_head_dim_supported(int64_t head_dim);

@@ -35,6 +35,12 @@ struct StepOutput {
   double device_ms = 0;       // CUDA: the step's kernels by device events (inputs uploaded); CPU: 0
 };
 
+// What a backend did besides running steps: the baselines' start-up costs.
+struct DecoderStats {
+  int64_t graphs_captured = 0;  // CUDA graphs (graphs mode)
+  double capture_ms = 0;        // their capture and instantiation, summed
+};
+
 class Decoder {
  public:
   virtual ~Decoder() = default;
@@ -43,6 +49,7 @@ class Decoder {
   // "cpu megakernel, 4 workers" and the like, for logs.
   virtual std::string describe() const = 0;
   virtual Expected<StepOutput> step(const StepBatch& batch, bool want_logits) = 0;
+  virtual DecoderStats stats() const { return {}; }
   // Records every task of the next step and writes it as a Chrome trace (Perfetto) to `path`:
   // one track per SM or worker, a slice per task with its wait inside. Megakernel modes only.
   virtual Status trace_next_step(const std::string& path) {

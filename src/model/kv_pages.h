@@ -19,7 +19,8 @@ class KvPages {
   void release(std::vector<int32_t>& pages);
 
   int64_t capacity() const { return capacity_; }
-  int64_t used() const { return capacity_ - static_cast<int64_t>(free_.size()); }
+  int64_t free() const { return static_cast<int64_t>(free_.size()); }
+  int64_t used() const { return capacity_ - free(); }
 
  private:
   int64_t capacity_;

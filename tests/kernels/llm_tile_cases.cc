@@ -474,27 +474,6 @@ void round_to_quarters(HostTensor& t) {
   for (int64_t i = 0; i < t.numel(); ++i) t.as<float>()[i] = std::round(t.as<float>()[i] * 4) / 4;
 }
 
-// Logits in [-1, 1]. With `ties`, on a grid of 1/4 so that most rows have several maxima, and row
-// 0's maximum planted twice, far apart (different lanes and warps on the GPU): the lowest index
-// must win. The last row is constant: every index ties, so index 0 wins.
-void build_argmax(Case& c, Rng& rng) {
-  const CaseSpec& s = c.spec;
-  c.grid = {s.seqs};
-  HostTensor logits = f32_tensor("logits", {s.seqs, s.vocab}, rng);
-  float* l = logits.as<float>();
-  if (s.ties) {
-    round_to_quarters(logits);
-    if (s.vocab > 2) l[s.vocab - 1] = l[s.vocab / 3] = 1.5f;
-    if (s.seqs > 1) std::fill_n(l + (s.seqs - 1) * s.vocab, s.vocab, 0.25f);
-  }
-  // The probe lifts an element of row 0 that is not its first maximum above every other.
-  const int64_t best = std::max_element(l, l + s.vocab) - l;
-  c.probe = {0, best == s.vocab - 1 ? 0 : s.vocab - 1};
-  if (s.vocab == 1) c.probe = {-1, 0};  // one logit: no other index can win
-  c.reads.push_back(std::move(logits));
-  c.writes.push_back(output("next", DType::kI32, {s.seqs}));
-}
-
 // What row r of a sample case does: kSampleRows[r % 15], so that a case of 15 rows or more tries
 // every rule of sample.h and its edges. A threshold one token off changes a draw only when that
 // token wins it, so cases repeat the table with other seeds, and some rows make the tokens at
@@ -523,13 +502,21 @@ const SampleRow kSampleRows[] = {
     {{}, false, true},                                         // greedy picks the NaN
 };
 
-// Logits in [-3, 3] (on a grid of 1/4 with `ties`), each row sampled as kSampleRows says, with
-// its own seed and counter. The probe lifts row 0's (greedy) second largest logit above its largest.
+// Logits in [-3, 3], each row sampled as kSampleRows says, with its own seed and counter. With
+// `ties` the logits are on a grid of 1/4 so that rows have several maxima, row 0 (greedy) has
+// its maximum planted twice, far apart (other lanes and warps on the GPU), where the lowest
+// index must win, and the last row is constant. The probe lifts row 0's second largest logit
+// above its largest.
 void build_sample(Case& c, Rng& rng) {
   const CaseSpec& s = c.spec;
   c.grid = {s.seqs};
   HostTensor logits = f32_tensor("logits", {s.seqs, s.vocab}, rng, -3, 3);
-  if (s.ties) round_to_quarters(logits);
+  if (s.ties) {
+    round_to_quarters(logits);
+    float* l = logits.as<float>();
+    if (s.vocab > 2) l[s.vocab - 1] = l[s.vocab / 3] = 3.5f;
+    if (s.seqs > 1) std::fill_n(l + (s.seqs - 1) * s.vocab, s.vocab, 0.25f);
+  }
   HostTensor samp("samp", DType::kI32, {s.seqs, kl::kSampleWords});
   std::vector<int32_t> pen_start = {0}, pen;
   for (int64_t r = 0; r < s.seqs; ++r) {
@@ -611,7 +598,6 @@ const std::map<std::string, Row>& row_table() {
       {"down_proj", {build_down_proj, kTokens | kHidden | kInter | kRows | kLayer}},
       {"final_norm", {build_final_norm, kTokens | kSeqs | kHidden | kLayerCount}},
       {"lm_head", {build_lm_head, kSeqs | kHidden | kVocab | kRows}},
-      {"argmax", {build_argmax, kSeqs | kVocab | kTies}},
       {"sample", {build_sample, kSeqs | kVocab | kTies}},
   };
   return table;
@@ -743,15 +729,9 @@ std::vector<CaseSpec> make_specs() {
     int64_t seqs, vocab;
     bool ties;
   };
-  for (const LogitRows& a :
-       std::vector<LogitRows>{{1, 97, false}, {3, 200, true}, {17, 97, true}, {97, 200, false}, {3, 1, false}}) {
-    CaseSpec s = spec("argmax");
-    s.seqs = s.tokens = a.seqs, s.vocab = a.vocab, s.ties = a.ties;
-    add(s);
-  }
-  // Sampling: every 15 rows try every rule once (kSampleRows).
-  for (const LogitRows& a : std::vector<LogitRows>{
-           {60, 1000, false}, {30, 4099, true}, {15, 32000, false}, {30, 97, true}, {15, 1, false}}) {
+  // Sampling: every 15 rows try every rule once (kSampleRows); a row of one, and odd vocabs.
+  for (const LogitRows& a : std::vector<LogitRows>{{1, 97, false}, {3, 200, true}, {60, 1000, false}, {30, 4099, true},
+                                                   {15, 32000, false}, {30, 97, true}, {15, 1, false}}) {
     CaseSpec s = spec("sample");
     s.seqs = s.tokens = a.seqs, s.vocab = a.vocab, s.ties = a.ties;
     add(s);
@@ -783,7 +763,6 @@ const std::vector<std::string>& llm_rows() {
                                                 "down_proj",
                                                 "final_norm",
                                                 "lm_head",
-                                                "argmax",
                                                 "sample"};
   return rows;
 }

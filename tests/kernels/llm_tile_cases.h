@@ -86,7 +86,7 @@ struct CaseSpec {
   bool qk_norm = false;
   float q_scale = 1;  // decode attention: q's range, to make the softmax peaky
   float x_scale = 1;  // the range of an RMSNorm's input: small, and eps weighs in the norm
-  bool ties = false;  // argmax, sample: logits on a coarse grid, so that rows have tied maxima
+  bool ties = false;  // sample: logits on a coarse grid, so that rows have tied maxima
   uint64_t seed = 1;
 };
 

@@ -3,7 +3,6 @@
 
 #include <cstring>
 
-#include "kernels/llm/argmax.h"
 #include "kernels/llm/attention_merge.h"
 #include "kernels/llm/decode_attention.h"
 #include "kernels/llm/down_proj.h"

@@ -13,7 +13,6 @@
 #include <set>
 #include <sstream>
 
-#include "kernels/llm/argmax.h"
 #include "kernels/llm/attention_merge.h"
 #include "kernels/llm/decode_attention.h"
 #include "kernels/llm/down_proj.h"
