@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/bench_decode.h"
+#include "cli/bench_engine.h"
 #include "cli/bench_sched.h"
 #include "cli/devices_command.h"
 #include "cli/generate_command.h"
@@ -21,6 +22,7 @@ int main(int argc, char** argv) {
   bench->require_subcommand(1);
   evt::cli::add_bench_sched_command(*bench);
   evt::cli::add_bench_decode_command(*bench);
+  evt::cli::add_bench_engine_command(*bench);
   try {
     app.parse(argc, argv);
   } catch (const CLI::Error& e) {

@@ -6,6 +6,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "ir/text_form.h"
 #include "support/run_binary.h"
 
@@ -153,6 +155,34 @@ TEST(CliGenerate, BadInputIsRefusedByName) {
     const CliResult r = run_eventide("generate " + b.args);
     EXPECT_EQ(r.exit_code, b.code) << b.args << "\n" << r.output;
     EXPECT_NE(r.output.find(b.message), std::string::npos) << b.args << "\n" << r.output;
+  }
+}
+
+// The CPU smoke run of the serving benchmark (issue: the same workload shape as the GPU's, scaled
+// to the fixture's 256 positions): every request completes, nothing is compiled or captured,
+// and the KV pool ends empty.
+TEST(CliBenchEngine, CpuSmokeRunCompletesEveryRequest) {
+  const std::string json = ::testing::TempDir() + "bench_engine.json";
+  const CliResult r = run_eventide("bench engine --device cpu --model " + fixture("qwen3-tiny") +
+                                   " --num-prompts 16 --json " + json);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::ifstream in(json);
+  const nlohmann::json j = nlohmann::json::parse(in);
+  EXPECT_EQ(j["requests"], 16);
+  EXPECT_GE(j["output_tokens"].get<int64_t>(), 16 * 12);  // outputs scaled to 12-51 tokens each
+  EXPECT_EQ(j["compilations"], 0);
+  EXPECT_EQ(j["graphs_captured"], 0);
+  EXPECT_EQ(j["kv_pages_used_at_end"], 0);
+  EXPECT_GT(j["distinct_batch_shapes"].get<int64_t>(), 1);
+  EXPECT_NE(r.output.find("TTFT ms"), std::string::npos) << r.output;
+}
+
+TEST(CliBenchEngine, BadFlagsAreUsageErrors) {
+  const std::string model = " --device cpu --model " + fixture("qwen3-tiny");
+  for (const std::string& args : {model + " --input-len-min 10 --input-len-max 5", model + " --chunk-size -1",
+                                  std::string(" --device cpu")}) {
+    const CliResult r = run_eventide("bench engine" + args);
+    EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.output;
   }
 }
 
