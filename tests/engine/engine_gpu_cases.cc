@@ -1,14 +1,19 @@
-// The engine tests (engine_test.cc) on the CUDA backend: the static megakernel.
+// The engine tests (engine_test.cc) on the CUDA backend: the static megakernel, and the graphs
+// baseline, whose steps alternate between replayed decode graphs and plain launches.
 
 #include "engine/engine_test.h"
 #include "model/cuda_decoder.h"
 
+#include <vector>
+
 namespace evt::engine::testing {
 
+std::vector<model::Exec> engine_test_execs() { return {model::Exec::kMegakernel, model::Exec::kGraphs}; }
+
 Expected<std::unique_ptr<model::Decoder>> make_engine_decoder(std::shared_ptr<const model::LoadedModel> model,
-                                                              int64_t pages) {
+                                                              model::Exec exec, int64_t pages) {
   model::CudaDecoderOptions o;
-  o.exec = model::Exec::kMegakernel;
+  o.exec = exec;
   o.kv = {16, pages};
   return model::make_cuda_decoder(std::move(model), o);
 }

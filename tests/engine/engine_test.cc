@@ -15,6 +15,7 @@
 #include <mutex>
 #include <random>
 #include <thread>
+#include <tuple>
 
 #include "engine/engine_test.h"
 #include "kernels/llm/sample.h"
@@ -36,16 +37,16 @@ std::ostream& operator<<(std::ostream& os, const Outcome& o) {
   return os << "] " << o.error;
 }
 
-class EngineTest : public ::testing::TestWithParam<std::string> {
+class EngineTest : public ::testing::TestWithParam<std::tuple<std::string, model::Exec>> {
  protected:
   void SetUp() override {
-    auto model = model::load_model(model::testing::fixture_dir(GetParam()));
+    auto model = model::load_model(model::testing::fixture_dir(std::get<0>(GetParam())));
     ASSERT_TRUE(model.ok()) << model.status().message();
     model_ = *model;
   }
 
   std::unique_ptr<Engine> make_engine(int64_t pages, const SchedulerOptions& s = {}, int64_t max_waiting = 4096) {
-    auto decoder = make_engine_decoder(model_, pages);
+    auto decoder = make_engine_decoder(model_, std::get<1>(GetParam()), pages);
     EXPECT_TRUE(decoder.ok()) << decoder.status().message();
     if (!decoder.ok()) return nullptr;
     auto engine = Engine::create(std::move(*decoder), {.scheduler = s, .max_waiting = max_waiting});
@@ -183,7 +184,7 @@ TEST_P(EngineTest, SeedsReachTheSampler) {
 // Penalties reach the sample task through the step's pen buffers: a huge count on the greedy
 // token hands the step to the runner-up.
 TEST_P(EngineTest, PenaltiesReachTheSampleTask) {
-  auto decoder = make_engine_decoder(model_, 4);
+  auto decoder = make_engine_decoder(model_, std::get<1>(GetParam()), 4);
   ASSERT_TRUE(decoder.ok()) << decoder.status().message();
   model::StepBatch b;
   b.ids = {5, 77, 300};
@@ -337,9 +338,12 @@ TEST_P(EngineTest, ManyThreadsSubmitWhileTheEngineRuns) {
 
 }  // namespace
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, EngineTest, ::testing::Values("qwen3-tiny", "llama-tiny"),
+INSTANTIATE_TEST_SUITE_P(Fixtures, EngineTest,
+                         ::testing::Combine(::testing::Values("qwen3-tiny", "llama-tiny"),
+                                            ::testing::ValuesIn(engine_test_execs())),
                          [](const auto& info) {
-                           std::string name = info.param;
+                           std::string name = std::get<0>(info.param) + "_" +
+                                              std::string(model::exec_name(std::get<1>(info.param)));
                            std::replace(name.begin(), name.end(), '-', '_');
                            return name;
                          });

@@ -125,9 +125,11 @@ class CudaMegakernel {
     if (f.words > words_) drop_graphs();
     for (auto& arena : arenas_) EVT_RETURN_IF_ERROR(arena.reserve(static_cast<size_t>(f.words)));
     words_ = std::max(words_, f.words);
-    uint64_t* live = arenas_[launches_ % 2].data();
-    uint64_t* next = arenas_[(launches_ + 1) % 2].data();
-    ++launches_;
+    // The live arena is the one the last launch zeroed; a graph replays into the arena it was
+    // captured with (it clears that first) and zeroes the other.
+    const int live_arena = clean_arena_;
+    uint64_t* live = arenas_[live_arena].data();
+    uint64_t* next = arenas_[1 - live_arena].data();
     LaunchArgs a = f.bind(p, live, next, words_, o.spin_limit_ns, o.early_push);
     a.scratch_bytes = o.scratch_bytes;
     if (o.trace) {
@@ -145,11 +147,13 @@ class CudaMegakernel {
       EVT_RETURN_IF_ERROR(launch_groups(p, a, o.stream));
     } else {
       // A replay runs with the arena baked into the graph's kernel arguments at capture.
-      EVT_ASSIGN_OR_RETURN(const CapturedGraph* graph, captured(p, a, o.stream));
+      EVT_ASSIGN_OR_RETURN(const CapturedGraph* graph, captured(p, a, live_arena, o.stream));
       EVT_CUDA_RETURN(cudaGraphLaunch(graph->exec, o.stream));
+      clean_arena_ = 1 - graph->live_arena;
       pending_launch_ = Launch{graph->params, graph->args, o, f.elements, blocks};
       return Status();
     }
+    clean_arena_ = 1 - live_arena;
     pending_launch_ = Launch{p, a, o, f.elements, blocks};
     return Status();
   }
@@ -211,11 +215,13 @@ class CudaMegakernel {
   struct CapturedGraph {
     ParamsOf<MK> params;  // as bound to the arena at capture
     LaunchArgs args;
+    int live_arena;       // the arena the replays run in
     cudaGraphExec_t exec;
   };
 
   // The graph for these parameters (dims and buffers), captured now if it is new.
-  Expected<const CapturedGraph*> captured(const ParamsOf<MK>& p, const LaunchArgs& a, cudaStream_t stream) {
+  Expected<const CapturedGraph*> captured(const ParamsOf<MK>& p, const LaunchArgs& a, int live_arena,
+                                          cudaStream_t stream) {
     for (const auto& c : graphs_) {
       if (std::memcmp(c.params.dims, p.dims, sizeof p.dims) == 0 &&
           std::memcmp(c.params.buffers, p.buffers, sizeof p.buffers) == 0) {
@@ -238,7 +244,7 @@ class CudaMegakernel {
     cudaGraphDestroy(graph);
     EVT_CUDA_RETURN(made);
     last_capture_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    graphs_.push_back({p, a, exec});
+    graphs_.push_back({p, a, live_arena, exec});
     return &graphs_.back();
   }
 
@@ -259,7 +265,7 @@ class CudaMegakernel {
   DeviceWords trace_words_;
   std::vector<TraceEvent> trace_;
   int64_t words_ = 0;
-  uint64_t launches_ = 0;
+  int clean_arena_ = 0;  // zeroed, and so the next launch's live arena
 };
 
 }  // namespace evt::mk
