@@ -151,11 +151,47 @@ TEST(CliGenerate, BadInputIsRefusedByName) {
            {"--device cpu --prompt-ids 1", "pass either --model DIR or --random-weights", 2},
            {"--device cpu --model /nonexistent --prompt-ids 1", "/nonexistent", 1},
            {"--device cpu --random-weights --preset qwen3-8b --prompt-ids 1", "generates weights on the GPU", 2},
+           {"--device cpu" + model + " --prompt hi --prompt-ids 1", "--prompt excludes --prompt-ids", 2},
+           {"--device cpu" + model, "pass either --prompt TEXT or --prompt-ids IDS", 2},
+           {"--device cpu" + model + " --prompt-ids 1 --chat", "--chat requires --prompt", 2},
+           {"--device cpu" + model + " --prompt hi --no-thinking", "--no-thinking requires --chat", 2},
+           {"--device cpu --random-weights --preset qwen3-8b --prompt hi", "--prompt needs --model DIR", 2},
+           // A folder without tokenizer.json (it is read before the weights).
+           {"--device cpu --model " + ::testing::TempDir() + " --prompt hi", "tokenizer.json does not exist", 1},
        }) {
     const CliResult r = run_eventide("generate " + b.args);
     EXPECT_EQ(r.exit_code, b.code) << b.args << "\n" << r.output;
     EXPECT_NE(r.output.find(b.message), std::string::npos) << b.args << "\n" << r.output;
   }
+}
+
+// A text prompt goes through the fixture's tokenizer.json (11 ids, as `tokenizers` encodes it), and
+// the new tokens come back as text: qwen3-tiny repeats the last prompt token, ":".
+TEST(CliGenerate, TextPromptPrintsText) {
+  const CliResult r = run_eventide("generate --device cpu --model " + fixture("qwen3-tiny") +
+                                   " --prompt 'def fibonacci(n):' --max-tokens 4");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(token_line(r.output, 0), "prompt 0 (11 tokens) -> 25,25,25,25") << r.output;
+  EXPECT_NE(r.output.find("text 0: \"::::\"\n"), std::string::npos) << r.output;
+  // Llama's tokenizer puts <|begin_of_text|> first, as transformers' tokenizer(text) does.
+  const CliResult llama = run_eventide("generate --device cpu --model " + fixture("llama-tiny") +
+                                       " --prompt 'def fibonacci(n):' --max-tokens 4");
+  ASSERT_EQ(llama.exit_code, 0) << llama.output;
+  EXPECT_NE(llama.output.find("prompt 0 (13 tokens) -> "), std::string::npos) << llama.output;
+}
+
+// --chat renders the prompt as one user turn and the assistant's header; --no-thinking adds
+// Qwen3's empty "<think>\n\n</think>\n\n". The counts are `tokenizers`' for the rendered text,
+// and qwen3-tiny then repeats the last token, "\n" (198) or "\n\n" (295).
+TEST(CliGenerate, ChatPromptGoesThroughTheTemplate) {
+  const std::string args = "generate --device cpu --model " + fixture("qwen3-tiny") + " --prompt hello --max-tokens 2";
+  const CliResult chat = run_eventide(args + " --chat");
+  ASSERT_EQ(chat.exit_code, 0) << chat.output;
+  EXPECT_EQ(token_line(chat.output, 0), "prompt 0 (15 tokens) -> 198,198") << chat.output;
+  EXPECT_NE(chat.output.find("text 0: \"\\n\\n\"\n"), std::string::npos) << chat.output;
+  const CliResult no_thinking = run_eventide(args + " --chat --no-thinking");
+  ASSERT_EQ(no_thinking.exit_code, 0) << no_thinking.output;
+  EXPECT_EQ(token_line(no_thinking.output, 0), "prompt 0 (19 tokens) -> 295,295") << no_thinking.output;
 }
 
 // The CPU smoke run of the serving benchmark (issue: the same workload shape as the GPU's, scaled

@@ -61,6 +61,48 @@ TEST(Tokenizer, DecodeRejectsUnknownIds) {
   EXPECT_FALSE(qwen3().decode(std::vector<int32_t>{-1}).ok());
 }
 
+// The model fixtures' tokenizers (scripts/build_test_tokenizers.py): exactly the fixtures' 1024
+// ids, the ids `tokenizers` 0.23.3 gives, text that round-trips, and the bos/eos tokens that the
+// fixtures' tokenizer_config.json names.
+TEST(Tokenizer, FixtureTokenizersMatchTheirModels) {
+  const std::string text = "def fibonacci(n):\n    return n if n < 2 else fibonacci(n - 1) + 12345\n# café 你好 🙂";
+  struct Fixture {
+    std::string name;
+    std::vector<int32_t> ids;  // tokenizers 0.23.3, encode(text, add_special_tokens=True)
+    int32_t eos;
+  };
+  // Qwen3 splits digits one by one, Llama 3 by three ("123" is 968); Llama adds <|begin_of_text|>.
+  const std::vector<Fixture> fixtures = {
+      {"qwen3-tiny",
+       {445, 283, 72,  65,  265, 1017, 420, 7,   77, 307, 258, 323, 291, 300, 291, 534, 220, 17,  446,
+        283, 72,  65,  265, 1017, 420, 7,   77,  428, 220, 16,  8,   409, 220, 16,  17,  18,  19,  20,
+        198, 2,   284, 64,  69,  127, 102, 220, 160, 121, 254, 161, 98,  121, 220, 172, 253, 247, 224},
+       1021},
+      {"llama-tiny",
+       {1019, 445, 283, 72,  65,  265, 64,  66,  420, 7,   77, 307, 258, 323, 291, 300, 291, 534, 220, 17,
+        446,  283, 72,  65,  265, 64,  66,  420, 7,   77,  428, 220, 16,  8,   409, 220, 968, 18,  19,  20,
+        198,  2,   284, 64,  69,  127, 102, 220, 160, 121, 254, 161, 98,  121, 220, 172, 253, 247, 224},
+       1023},
+  };
+  for (const Fixture& f : fixtures) {
+    const std::string folder = std::string(EVT_SOURCE_DIR) + "/tests/fixtures/" + f.name;
+    auto loaded = Tokenizer::load(folder + "/tokenizer.json");
+    ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+    const Tokenizer& tok = *loaded;
+    EXPECT_EQ(tok.vocab_size(), 1024) << f.name;
+    const std::vector<int32_t> ids = tok.encode(text, /*add_special_tokens=*/true);
+    EXPECT_EQ(ids, f.ids) << f.name;
+    EXPECT_EQ(*tok.decode(ids, /*skip_special=*/true), text) << f.name;
+
+    std::ifstream config_file(folder + "/tokenizer_config.json");
+    const json config = json::parse(config_file);
+    EXPECT_EQ(tok.token_id(config["eos_token"].get<std::string>()), f.eos) << f.name;
+    if (!config["bos_token"].is_null()) {
+      EXPECT_EQ(tok.token_id(config["bos_token"].get<std::string>()), f.ids[0]) << f.name;
+    }
+  }
+}
+
 // Ill-formed UTF-8 is encoded byte for byte; the text around it as usual.
 TEST(Tokenizer, InvalidUtf8KeepsItsBytes) {
   const Tokenizer& tok = qwen3();
