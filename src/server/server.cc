@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <httplib.h>
 
+#include <sys/socket.h>
+
 #include <atomic>
 #include <chrono>
 
@@ -55,6 +57,12 @@ Server::Server(ServedModel model, ServerOptions options)
       created_(unix_seconds()),
       http_(std::make_unique<httplib::Server>()) {
   http_->new_task_queue = [n = options_.http_threads] { return new httplib::ThreadPool(static_cast<size_t>(n)); };
+  // Keeps the listening socket, whose backlog bind() raises. SO_REUSEADDR as httplib's default.
+  http_->set_socket_options([this](int sock) {
+    const int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    listen_fd_ = sock;
+  });
   http_->set_payload_max_length(options_.max_body_bytes);
   http_->Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
     handle_generation(req, res, Endpoint::kCompletions);
@@ -98,6 +106,11 @@ Expected<int> Server::bind() {
   const int port = options_.port == 0 ? http_->bind_to_any_port(options_.host)
                                       : (http_->bind_to_port(options_.host, options_.port) ? options_.port : -1);
   if (port < 0) return error("cannot listen on {}:{}", options_.host, options_.port);
+  // httplib listens with a backlog of 5: a burst of clients connecting at once (while the
+  // accept thread waits for a core) overflows it and some connections are lost. Linux lets
+  // listen() be called again to raise it (the kernel caps it at net.core.somaxconn).
+  constexpr int kListenBacklog = 1024;
+  if (::listen(listen_fd_, kListenBacklog) != 0) return error("cannot listen on {}:{}", options_.host, port);
   return port;
 }
 

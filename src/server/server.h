@@ -75,6 +75,7 @@ class Server {
   ServerOptions options_;
   ServerMetrics metrics_;
   int64_t created_;  // Unix seconds, for /v1/models
+  int listen_fd_ = -1;
   std::unique_ptr<httplib::Server> http_;
 };
 

@@ -30,6 +30,7 @@ struct Streamed {
   bool done = false;  // ended with data: [DONE]
   std::string text;   // the chunks' text joined
   std::vector<std::string> finish_reasons;
+  std::string error;  // httplib's, when the request failed
 };
 
 class ServerTest : public ::testing::Test {
@@ -87,6 +88,7 @@ class ServerTest : public ::testing::Test {
     httplib::Client c = client();
     const httplib::Result r = c.send(req);
     if (r) s.status = r->status;
+    s.error = httplib::to_string(r.error());
     return s;
   }
 
@@ -218,7 +220,7 @@ TEST_F(ServerTest, ConcurrentStreamsEqualAlone) {
   }
   for (std::thread& t : threads) t.join();
   for (int i = 0; i < kClients; ++i) {
-    EXPECT_TRUE(together[i].done) << i;
+    EXPECT_TRUE(together[i].done) << i << ": status " << together[i].status << ", " << together[i].error;
     EXPECT_EQ(together[i].text, alone[i].text) << i;
     EXPECT_EQ(together[i].finish_reasons, alone[i].finish_reasons) << i;
   }
@@ -311,7 +313,9 @@ TEST_F(ServerTest, BadInputGetsOpenAIErrorsAndTheServerGoesOn) {
     EXPECT_TRUE(e["message"].is_string() && !e["message"].get<std::string>().empty());
     EXPECT_TRUE(e["type"].is_string());
     EXPECT_TRUE(e.contains("param") && e.contains("code"));
-    if (!bc.param.empty()) EXPECT_EQ(e["param"], bc.param);
+    if (!bc.param.empty()) {
+      EXPECT_EQ(e["param"], bc.param);
+    }
     int status = 0;
     get("/health", &status);
     EXPECT_EQ(status, 200);

@@ -6,6 +6,8 @@
 #include <csignal>
 #include <fstream>
 
+#include <unistd.h>
+
 #include "model/cpu_decoder.h"
 #include "model/loaded_model.h"
 #include "support/source_dir.h"
@@ -62,7 +64,12 @@ json cut_qwen3_tokenizer() {
 }  // namespace
 
 const fs::path& test_model_dir() {
-  static const fs::path dir = [] {
+  // Removed when the binary exits.
+  struct TempDir {
+    fs::path path;
+    ~TempDir() { fs::remove_all(path); }
+  };
+  static const TempDir dir{[] {
     const fs::path fixture = fs::path(evt::testing::source_dir()) / "tests" / "fixtures" / "qwen3-tiny";
     const fs::path d = fs::path(::testing::TempDir()) / ("evt_server_model_" + std::to_string(getpid()));
     fs::remove_all(d);
@@ -72,8 +79,8 @@ const fs::path& test_model_dir() {
     }
     std::ofstream(d / "tokenizer.json") << cut_qwen3_tokenizer().dump();
     return d;
-  }();
-  return dir;
+  }()};
+  return dir.path;
 }
 
 TestServer::TestServer(const engine::EngineOptions& eo, bool start_engine) {
