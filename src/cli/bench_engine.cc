@@ -32,9 +32,7 @@ struct BenchEngineArgs {
   int64_t num_prompts = 256;
   int64_t input_min = 128, input_max = 2048;
   int64_t output_min = 128, output_max = 512;
-  int64_t max_batched_tokens = 2048;
-  int64_t chunk_size = 512;
-  int64_t max_sequences = 256;
+  engine::SchedulerOptions scheduler;
   uint64_t workload_seed = 0;
   std::string json_path;
   std::string commit;
@@ -80,10 +78,8 @@ struct RequestTiming {
 
 void run_bench_engine(const BenchEngineArgs& a) {
   engine::EngineOptions eo;
-  eo.scheduler.chunk_size = a.chunk_size;
-  eo.scheduler.max_sequences = a.max_sequences;
-  eo.scheduler.max_batched_tokens = a.max_batched_tokens;
-  if (a.chunk_size == 0 && a.max_batched_tokens < a.input_max + a.output_max) {
+  eo.scheduler = a.scheduler;
+  if (a.scheduler.chunk_size == 0 && a.scheduler.max_batched_tokens < a.input_max + a.output_max) {
     // Without chunking a request's whole prompt (and, after a preemption, its outputs) runs in one step.
     eo.scheduler.max_batched_tokens = a.input_max + a.output_max;
     fmt::print("--chunk-size 0: raising --max-batched-tokens to {} so that the longest request fits one step\n",
@@ -174,9 +170,9 @@ void run_bench_engine(const BenchEngineArgs& a) {
         {"requests", timing.size()},
         {"input_len", {w.input_min, w.input_max}},
         {"output_len", {w.output_min, w.output_max}},
-        {"chunk_size", a.chunk_size},
+        {"chunk_size", a.scheduler.chunk_size},
         {"max_batched_tokens", eo.scheduler.max_batched_tokens},
-        {"max_sequences", a.max_sequences},
+        {"max_sequences", a.scheduler.max_sequences},
         {"prompt_tokens", prompt_tokens},
         {"output_tokens", output_tokens},
         {"elapsed_s", elapsed_s},
@@ -218,13 +214,7 @@ void add_bench_engine_command(CLI::App& bench) {
   cmd->add_option("--input-len-max", o->input_max, "longest prompt, tokens")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--output-len-min", o->output_min, "fewest new tokens of a request")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--output-len-max", o->output_max, "most new tokens of a request")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--max-batched-tokens", o->max_batched_tokens, "tokens per step (decodes and prefill chunks)")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--chunk-size", o->chunk_size, "prefill tokens per sequence per step; 0: no chunking (whole prompts)")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--max-sequences", o->max_sequences, "sequences per step")->capture_default_str()->check(CLI::PositiveNumber);
+  add_scheduler_flags(*cmd, o->scheduler);
   cmd->add_option("--workload-seed", o->workload_seed, "seed of the prompts and lengths")->capture_default_str();
   cmd->add_option("--json", o->json_path, "also write the results as JSON to this file");
   cmd->add_option("--commit", o->commit, "commit to record in the JSON");

@@ -36,6 +36,16 @@ std::unique_ptr<model::Decoder> made(Expected<std::unique_ptr<model::Decoder>> d
 
 }  // namespace
 
+void add_scheduler_flags(CLI::App& cmd, engine::SchedulerOptions& s) {
+  cmd.add_option("--max-batched-tokens", s.max_batched_tokens, "tokens per step (decodes and prefill chunks)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd.add_option("--chunk-size", s.chunk_size, "prefill tokens per sequence per step; 0: no chunking (whole prompts)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd.add_option("--max-sequences", s.max_sequences, "sequences per step")->capture_default_str()->check(CLI::PositiveNumber);
+}
+
 void add_decoder_flags(CLI::App& cmd, DecoderFlags& f, const std::string& kv_pages_default) {
   cmd.add_option("--model", f.model_dir, "Hugging Face model directory (config.json + safetensors)");
   cmd.add_option("--preset", f.preset,

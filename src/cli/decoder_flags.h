@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "engine/scheduler.h"
 #include "model/decoder.h"
 
 namespace evt::cli {
@@ -27,6 +28,10 @@ struct DecoderFlags {
 };
 
 void add_decoder_flags(CLI::App& cmd, DecoderFlags& f, const std::string& kv_pages_default);
+
+// The engine's scheduler flags (--max-batched-tokens, --chunk-size, --max-sequences), shared by the
+// commands that run an engine (bench engine, serve).
+void add_scheduler_flags(CLI::App& cmd, engine::SchedulerOptions& s);
 
 // What make_decoder() built, and how long the weights took to read from disk (0 for random
 // weights, which the GPU generates).
