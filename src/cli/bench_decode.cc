@@ -4,7 +4,6 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <fstream>
 #include <memory>
 #include <random>
 
@@ -12,6 +11,7 @@
 
 #include "cli/command_exit.h"
 #include "cli/stats.h"
+#include "cli/write_json.h"
 #include "model/presets.h"
 #include "model/weights.h"
 
@@ -147,9 +147,7 @@ void run_bench_decode(const BenchDecodeArgs& a) {
                         {"read_tbps", tbps},
                         {"commit", a.commit},
                         {"results", results}};
-    std::ofstream out(a.json_path);
-    out << j.dump(2) << "\n";
-    if (!out) fail(kFailed, fmt::format("cannot write {}", a.json_path));
+    write_json(a.json_path, j);
   }
 }
 

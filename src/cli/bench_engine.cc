@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <fstream>
 #include <random>
 
 #include <nlohmann/json.hpp>
@@ -12,6 +11,7 @@
 #include "cli/command_exit.h"
 #include "cli/decoder_flags.h"
 #include "cli/stats.h"
+#include "cli/write_json.h"
 #include "engine/engine.h"
 
 namespace evt::cli {
@@ -190,9 +190,7 @@ void run_bench_engine(const BenchEngineArgs& a) {
         {"weight_io_ms", made.weight_io_ms},
         {"kv_pages_total", m.kv_pages_total},
         {"kv_pages_used_at_end", m.kv_pages_used}};
-    std::ofstream out(a.json_path);
-    out << j.dump(2) << "\n";
-    if (!out) fail(kFailed, fmt::format("cannot write {}", a.json_path));
+    write_json(a.json_path, j);
   }
   if (m.kv_pages_used != 0) fail(kFailed, fmt::format("{} KV pages still in use after every request ended", m.kv_pages_used));
 }

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <optional>
 
@@ -14,6 +13,7 @@
 #include "cli/command_exit.h"
 #include "cli/decoder_flags.h"
 #include "cli/stats.h"
+#include "cli/write_json.h"
 #include "model/generate.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
@@ -152,9 +152,7 @@ void run_generate(const GenerateArgs& a) {
     j["decode_median_ms"] = percentile(decode, 0.5);
     for (const auto& s : r->sequences) j["tokens"].push_back(s.tokens);
     if (tokenizer) j["text"] = texts;
-    std::ofstream out(a.json_path);
-    out << j.dump(2) << "\n";
-    if (!out) fail(kFailed, fmt::format("cannot write {}", a.json_path));
+    write_json(a.json_path, j);
   }
 }
 
