@@ -25,6 +25,11 @@ struct TileFunction {
   // Optional: run by every thread of the block before the task's waits, on data that no awaited
   // event guards (weights): the prefetch prologue (seed 001, mechanism 3). Same signature as a body.
   std::string device_prologue;
+  // Optional: the task's weight stream (kernels/weight_stream.h), which the GPU's loader warp
+  // copies into shared memory ahead of the body, across its wait; the body reads it through
+  // b.weights(stream). Signature: WeightStream f(const Block&, tile, reads, writes); it may read
+  // only what no awaited event guards (cfg, weights, buffer shapes).
+  std::string device_stream;
   double relative_cost = 1;  // cost estimate used by the static list scheduler
 };
 

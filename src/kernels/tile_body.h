@@ -7,24 +7,16 @@
 //   EVT_HD void body(const Block& b, const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes);
 //
 // Block provides thread() and threads() (this thread's index and the block size), sync() (a
-// block barrier), and set_wait_count(set_index, element, count) for groups with `sets`.
+// block barrier), scratch() (kernels/block_scratch.h), weights(stream) (a reader of the task's
+// weight stream, kernels/weight_stream.h), and set_wait_count(set_index, element, count) for
+// groups with `sets`.
 
 #include <cstdint>
 
+#include "kernels/block_scratch.h"
+#include "kernels/hd.h"
 #include "kernels/tile_args.h"
-
-#if defined(__CUDACC__)
-#define EVT_HD __host__ __device__
-#else
-#define EVT_HD
-#endif
-
-// Full unrolling for nvcc in code both compilers read (the host compiler has no bare `unroll`).
-#if defined(__CUDA_ARCH__)
-#define EVT_UNROLL _Pragma("unroll")
-#else
-#define EVT_UNROLL
-#endif
+#include "kernels/weight_stream.h"
 
 namespace evt::kernels {
 
@@ -53,15 +45,6 @@ EVT_HD inline float add_product(float acc, float a, float b) {
 #endif
 }
 
-template <typename T>
-EVT_HD constexpr T min_of(T a, T b) {
-  return a < b ? a : b;
-}
-template <typename T>
-EVT_HD constexpr T max_of(T a, T b) {
-  return a < b ? b : a;
-}
-
 // The block of the CPU executor: one thread, setting run-time counts through TileArgs.
 class SerialBlock {
  public:
@@ -69,6 +52,8 @@ class SerialBlock {
   int thread() const { return 0; }
   int threads() const { return 1; }
   void sync() const {}
+  Scratch scratch() const { return host_scratch(); }
+  CopyingStreamReader weights(const WeightStream& s) const { return CopyingStreamReader(s, host_chunk_buffer()); }
   void set_wait_count(int set_index, int64_t element, int64_t count) const {
     setter_->set_wait_count(static_cast<size_t>(set_index), element, count);
   }

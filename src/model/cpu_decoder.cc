@@ -34,13 +34,22 @@ std::span<std::byte> bytes_of(const std::vector<T>& values) {
 template <class MK>
 class CpuDecoder final : public Decoder {
  public:
-  CpuDecoder(std::shared_ptr<const LoadedModel> model, const CpuDecoderOptions& o, ir::Graph graph)
+  CpuDecoder(std::shared_ptr<const LoadedModel> model, const CpuDecoderOptions& o, ir::Graph graph,
+             const std::vector<DecodeWeight>& weights)
       : model_(std::move(model)), options_(o), graph_(std::move(graph)) {
     const ModelConfig& c = model_->config;
-    // Per-layer weights stay where the loader put them (the checkpoint's mapping or a converted copy).
+    // Plain weights stay where the loader put them (the checkpoint's mapping or a converted copy);
+    // the projections are packed into the tiled layout, in memory of the decoder's own.
     wtab_.assign(static_cast<size_t>(c.num_layers * kernels::llm::kWeightColumns), 0);
-    for (const DecodeWeight& w : decode_weights(c, &model_->weights)) {
-      if (w.layer >= 0) wtab_[w.wtab_index()] = static_cast<int64_t>(reinterpret_cast<uintptr_t>(w.host->values.data()));
+    for (const DecodeWeight& w : weights) {
+      const uint16_t* at = w.host[0]->values.data();
+      if (w.layout != WeightLayout::kPlain) {
+        packed_.emplace_back(static_cast<size_t>(w.stored()));
+        w.pack(packed_.back().data());
+        at = packed_.back().data();
+      }
+      if (w.layer >= 0) wtab_[w.wtab_index()] = static_cast<int64_t>(reinterpret_cast<uintptr_t>(at));
+      if (w.global == GlobalWeight::kLmHead) lm_head_ = std::span<const uint16_t>(at, static_cast<size_t>(w.stored()));
     }
     inv_freq_ = rope_inv_freq(c);
     const size_t cache = static_cast<size_t>(c.num_layers * o.kv.slots() * c.num_kv_heads * c.head_dim);
@@ -65,7 +74,7 @@ class CpuDecoder final : public Decoder {
         {"wtab", bytes_of(wtab_)},
         {"embed", bytes_of(w.embed_tokens.values)},
         {"final_w", bytes_of(w.norm.values)},
-        {"lm_w", bytes_of(w.lm_head.values)},
+        {"lm_w", bytes_of(lm_head_)},
         {"inv_freq", bytes_of(inv_freq_)},
         {"ids", bytes_of(batch.ids)},
         {"tok_pos", bytes_of(batch.positions)},
@@ -150,6 +159,8 @@ class CpuDecoder final : public Decoder {
   CpuDecoderOptions options_;
   ir::Graph graph_;
   std::vector<int64_t> wtab_;
+  std::vector<std::vector<uint16_t>> packed_;  // the tiled projections
+  std::span<const uint16_t> lm_head_;
   std::vector<float> inv_freq_;
   std::vector<uint16_t> k_cache_, v_cache_;
   std::vector<std::vector<uint64_t>> scratch_;            // megakernel scratch, per buffer
@@ -160,7 +171,8 @@ class CpuDecoder final : public Decoder {
 template <class MK>
 Expected<std::unique_ptr<Decoder>> make(std::shared_ptr<const LoadedModel> model, const CpuDecoderOptions& o) {
   EVT_ASSIGN_OR_RETURN(ir::Graph graph, ir::parse_graph(MK::graph_text(), "dense decode graph"));
-  return std::unique_ptr<Decoder>(std::make_unique<CpuDecoder<MK>>(std::move(model), o, std::move(graph)));
+  EVT_ASSIGN_OR_RETURN(const std::vector<DecodeWeight> weights, decode_weights(model->config, &model->weights));
+  return std::unique_ptr<Decoder>(std::make_unique<CpuDecoder<MK>>(std::move(model), o, std::move(graph), weights));
 }
 
 }  // namespace

@@ -63,21 +63,19 @@ struct DeviceWeights {
 Status place_weights(const ModelConfig& c, const ModelWeights* host, uint64_t seed, cudaStream_t stream,
                      DeviceWeights& w) {
   w.wtab.assign(static_cast<size_t>(c.num_layers * llm::kWeightColumns), 0);
-  const std::vector<DecodeWeight> list = decode_weights(c, host);
+  EVT_ASSIGN_OR_RETURN(const std::vector<DecodeWeight> list, decode_weights(c, host));
   std::vector<int64_t> offsets;  // bytes into the arena, per weight
   int64_t at = 0;
   for (const DecodeWeight& p : list) {
-    if (p.host != nullptr && p.host->numel() != p.numel) {
-      return error("{} ({}): {} values, the config needs {}", p.host->name, p.host->file, p.host->numel(), p.numel);
-    }
     offsets.push_back(at);
-    at = round_up(at + p.numel * 2, 256);
+    at = round_up(at + p.stored() * 2, 256);
   }
   w.bytes = at;
   if (Status s = w.arena.reserve(static_cast<size_t>(ceil_div(at, 8))); !s.ok()) {
     return error("cannot allocate {:.2f} GB of GPU memory for the weights: {}", at / 1e9, s.message());
   }
   auto* base = reinterpret_cast<std::byte*>(w.arena.data());
+  std::vector<uint16_t> packed;  // one weight in its stored layout, on its way to the device
   for (size_t i = 0; i < list.size(); ++i) {
     const DecodeWeight& p = list[i];
     auto* dst = reinterpret_cast<uint16_t*>(base + offsets[i]);
@@ -88,16 +86,17 @@ Status place_weights(const ModelConfig& c, const ModelWeights* host, uint64_t se
       case GlobalWeight::kLmHead: w.lm_head = address; break;
       case GlobalWeight::kNone: w.wtab[p.wtab_index()] = address; break;
     }
-    if (p.host != nullptr) {
-      EVT_CUDA_RETURN(cudaMemcpy(dst, p.host->values.data(), static_cast<size_t>(p.numel * 2), cudaMemcpyHostToDevice));
+    if (!p.host.empty()) {
+      packed.resize(static_cast<size_t>(p.stored()));
+      p.pack(packed.data());
+      EVT_CUDA_RETURN(cudaMemcpy(dst, packed.data(), packed.size() * 2, cudaMemcpyHostToDevice));
     } else {
       const float scale = p.fan_in > 0 ? 0.5f * std::sqrt(3.0f / static_cast<float>(p.fan_in))
                           : p.fan_in < 0 ? 0.25f * std::sqrt(3.0f)
                                          : 0.1f;
-      EVT_CUDA_RETURN(fill_random_bf16(dst, p.numel, seed * 1000 + i, scale, p.fan_in == 0 ? 1.0f : 0.0f, stream));
+      EVT_CUDA_RETURN(fill_random_bf16(dst, p.stored(), seed * 1000 + i, scale, p.fan_in == 0 ? 1.0f : 0.0f, stream));
     }
   }
-  if (c.tie_word_embeddings) w.lm_head = w.embed;
   EVT_CUDA_RETURN(cudaStreamSynchronize(stream));
   return Status();
 }

@@ -13,6 +13,9 @@ namespace evt::model {
 static_assert(kernels::llm::kHostWarps * 32 == kernels::llm::kDecodeThreads,
               "the CPU's GEMV plays as many warps as the GPU's decode block has");
 
+// The most weight groups a projection tile may own: what its warps keep in registers (gemv.h).
+constexpr int64_t kMaxTileGroups = kernels::llm::kMaxGroupsPerWarp * (kernels::llm::kDecodeThreads / 32);
+
 bool decode_head_dim_supported(int64_t head_dim) { return head_dim == 64 || head_dim == 128; }
 
 Status check_decodable(const ModelConfig& c) {
@@ -30,7 +33,8 @@ Status check_decodable(const ModelConfig& c) {
   }
   // The widest projection input must fit one token's staged row in the GPU block's scratch.
   const int64_t widest = std::max({c.hidden_size, c.intermediate_size, c.num_heads * c.head_dim});
-  if (kernels::llm::gemv_min_scratch(widest, kernels::llm::kDecodeThreads / 32) > kernels::llm::kDecodeScratchBytes) {
+  if (kernels::llm::gemv_min_scratch(widest, kMaxTileGroups, kernels::llm::kDecodeThreads / 32) >
+      kernels::llm::kDecodeScratchBytes) {
     return error("a projection input of {} values does not fit the decode block's {} bytes of scratch", widest,
                  kernels::llm::kDecodeScratchBytes);
   }
@@ -39,12 +43,15 @@ Status check_decodable(const ModelConfig& c) {
 
 namespace {
 
-// Rows per tile when `rows` are cut into tiles for `workers`: whole groups of `group` rows (the
-// projections' tensor-core tiles, gemv.h), as few tiles as keep the busiest worker's share the
-// least it can be. A tile's warps share its work evenly whatever its size, so one tile per
-// worker is best: each tile stages its input once.
+// Rows per tile when `rows` outputs are cut into tiles for `workers`: whole weight groups of
+// `group` outputs (16, or 8 for gate/up, whose groups hold both; gemv.h), as few tiles as keep
+// the busiest worker's share the least it can be. A tile's warps share its work evenly whatever
+// its size, so one tile per worker is best (each tile stages its input once), unless its groups
+// would not fit the warps' registers (kMaxTileGroups): then as few rounds of tiles as do.
 int64_t rows_per_tile(int64_t rows, int64_t group, int workers) {
-  return group * ceil_div(ceil_div(rows, group), std::max(workers, 1));
+  const int64_t groups = ceil_div(rows, group), w = std::max(workers, 1);
+  const int64_t rounds = ceil_div(ceil_div(groups, w), kMaxTileGroups);
+  return group * ceil_div(groups, w * rounds);
 }
 
 // K splits of the QKV projection, whose tiles are whole heads: the most that keep heads x splits
@@ -103,9 +110,9 @@ Tiling default_tiling(const ModelConfig& c, int64_t tokens, int64_t longest_cont
   namespace llm = kernels::llm;
   workers = std::max(workers, 1);
   Tiling t;
-  t.rows_h = rows_per_tile(c.hidden_size, llm::kGroupRows, workers);
-  t.rows_i = rows_per_tile(c.intermediate_size, llm::kGroupRows / 2, workers);  // gate and up rows share a group
-  t.rows_v = rows_per_tile(c.vocab_size, llm::kGroupRows, workers);
+  t.rows_h = rows_per_tile(c.hidden_size, llm::kTileRows, workers);
+  t.rows_i = rows_per_tile(c.intermediate_size, 8, workers);  // gate and up rows share a group
+  t.rows_v = rows_per_tile(c.vocab_size, llm::kTileRows, workers);
   t.qkv_splits = qkv_splits(c.num_heads + 2 * c.num_kv_heads, std::max<int64_t>(1, c.hidden_size / 256), workers);
   // KV splits: enough (token, KV head, split) tiles to cover the workers, each split >= 32.
   const int64_t splits =
@@ -148,7 +155,7 @@ Expected<StepPlan> plan_step(const ModelConfig& c, const Tiling& tiling, const K
   }
   EVT_RETURN_IF_ERROR(check_sampling(batch, c.vocab_size));
 
-  const int64_t qkv_split_len = round_up(ceil_div(c.hidden_size, tiling.qkv_splits), kernels::llm::kBlockK);
+  const int64_t qkv_split_len = round_up(ceil_div(c.hidden_size, tiling.qkv_splits), kernels::llm::kTileCols);
   StepPlan plan;
   plan.dims = {
       {"T", tokens},
@@ -167,12 +174,18 @@ Expected<StepPlan> plan_step(const ModelConfig& c, const Tiling& tiling, const K
       {"SLOTS", kv.slots()},
       {"MAXB", batch.pages_per_seq},
       {"P", std::max<int64_t>(1, static_cast<int64_t>(batch.penalties.size() / 2))},
+      {"LMW", llm::tiled_shape(c.vocab_size, c.hidden_size).bytes() / 2},
   };
   const int warps = llm::kDecodeThreads / 32;
   int64_t scratch = llm::attention_scratch_bytes(c.head_dim, warps);
-  for (int64_t k : {c.hidden_size, c.intermediate_size, c.num_heads * c.head_dim}) {
-    scratch = std::max(scratch, llm::gemv_scratch_bytes(k, tokens, warps));
-  }
+  const auto gemv = [&](int64_t k, int64_t groups, int64_t rows_in) {
+    scratch = std::max(scratch, llm::gemv_scratch_bytes(k, groups, rows_in, warps));
+  };
+  gemv(qkv_split_len, c.head_dim / llm::kTileRows, tokens);
+  gemv(c.q_size(), tiling.rows_h / llm::kTileRows, tokens);
+  gemv(c.hidden_size, tiling.rows_i / 8, tokens);
+  gemv(c.intermediate_size, tiling.rows_h / llm::kTileRows, tokens);
+  gemv(c.hidden_size, tiling.rows_v / llm::kTileRows, seqs);
   plan.scratch_bytes = std::min<int64_t>(round_up(scratch, 1024), llm::kDecodeScratchBytes);
   auto& cfg = plan.cfg;
   cfg[llm::kCfgLayers] = static_cast<int32_t>(c.num_layers);

@@ -63,8 +63,9 @@ struct StepPlan {
   std::map<std::string, int64_t> dims;  // by the graph's dim names
   std::array<int32_t, kernels::llm::kCfgWords> cfg{};
   // GPU: the scratch the step's bodies use per block (at most kDecodeScratchBytes). Asking for no
-  // more leaves the rest of the SM's memory as L1 cache: at B = 1 on Qwen3-8B a step measured
-  // 9.6 ms with 200 KiB of scratch and 9.0 ms with 96 KiB (H200).
+  // more leaves the rest of the SM's shared memory to the weight ring (up to its limit) and L1
+  // cache: at B = 1 on Qwen3-8B a step measured 9.6 ms with 200 KiB of scratch and 9.0 ms with
+  // 96 KiB (H200, before the ring).
   int64_t scratch_bytes = 0;
 };
 

@@ -2,40 +2,97 @@
 
 #include <fmt/format.h>
 
+#include <cstring>
+
+#include "kernels/llm/weight_tiles.h"
+
 namespace evt::model {
 
-std::vector<DecodeWeight> decode_weights(const ModelConfig& c, const ModelWeights* host) {
-  namespace llm = kernels::llm;
+namespace llm = kernels::llm;
+
+int64_t DecodeWeight::stored() const {
+  return layout == WeightLayout::kPlain ? rows * cols : llm::tiled_shape(rows, cols).bytes() / 2;
+}
+
+void DecodeWeight::pack(uint16_t* out) const {
+  if (layout == WeightLayout::kPlain) {
+    std::memcpy(out, host[0]->values.data(), static_cast<size_t>(rows * cols * 2));
+    return;
+  }
+  if (layout == WeightLayout::kTiledGateUp) {
+    const int64_t inter = rows / 2;
+    llm::pack_tiled(rows, cols, [&](int64_t n) -> const uint16_t* {
+      bool up = false;
+      const int64_t r = llm::gate_up_source_row(n, up);
+      return r < inter ? host[up ? 1 : 0]->values.data() + r * cols : nullptr;
+    }, out);
+    return;
+  }
+  llm::pack_tiled(rows, cols, [&](int64_t n) -> const uint16_t* {
+    for (const Bf16Tensor* t : host) {
+      const int64_t t_rows = t->numel() / cols;
+      if (n < t_rows) return t->values.data() + n * cols;
+      n -= t_rows;
+    }
+    return nullptr;
+  }, out);
+}
+
+Expected<std::vector<DecodeWeight>> decode_weights(const ModelConfig& c, const ModelWeights* host) {
   const int64_t hidden = c.hidden_size, inter = c.intermediate_size;
   std::vector<DecodeWeight> list;
-  auto global = [&](std::string what, GlobalWeight g, const Bf16Tensor* t, int64_t numel, int64_t fan_in) {
-    list.push_back({.what = std::move(what), .global = g, .numel = numel, .fan_in = fan_in, .host = t});
+  // A weight made of `parts`, each with the rows it contributes (all of them `cols` wide).
+  auto add = [&](DecodeWeight w, std::vector<std::pair<const Bf16Tensor*, int64_t>> parts) -> Status {
+    for (const auto& [t, rows] : parts) {
+      if (t == nullptr) continue;
+      if (t->numel() != rows * w.cols) {
+        return error("{} ({}): {} values, the config needs {} x {}", t->name, t->file, t->numel(), rows, w.cols);
+      }
+      w.host.push_back(t);
+    }
+    if (!w.host.empty() && w.host.size() != parts.size()) return error("{}: some of its tensors are missing", w.what);
+    list.push_back(std::move(w));
+    return Status();
   };
-  global("embed_tokens", GlobalWeight::kEmbed, host ? &host->embed_tokens : nullptr, c.vocab_size * hidden, -1);
+  auto global = [](std::string what, GlobalWeight g, WeightLayout layout, int64_t rows, int64_t cols, int64_t fan_in) {
+    return DecodeWeight{.what = std::move(what), .global = g, .layout = layout, .rows = rows, .cols = cols,
+                        .fan_in = fan_in};
+  };
+  EVT_RETURN_IF_ERROR(add(global("embed_tokens", GlobalWeight::kEmbed, WeightLayout::kPlain, c.vocab_size, hidden, -1),
+                          {{host ? &host->embed_tokens : nullptr, c.vocab_size}}));
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const LayerWeights* lw = host ? &host->layers[l] : nullptr;
-    auto add = [&](const char* name, llm::WeightColumn column, const Bf16Tensor* t, int64_t numel, int64_t fan_in) {
-      list.push_back({.what = fmt::format("layer {} {}", l, name), .layer = l, .column = column, .numel = numel,
-                      .fan_in = fan_in, .host = lw ? t : nullptr});
+    auto layer = [&](const char* name, llm::WeightColumn column, WeightLayout layout, int64_t rows, int64_t cols,
+                     int64_t fan_in) {
+      return DecodeWeight{.what = fmt::format("layer {} {}", l, name), .layer = l, .column = column, .layout = layout,
+                          .rows = rows, .cols = cols, .fan_in = fan_in};
     };
-    add("q_proj", llm::kWq, lw ? &lw->q_proj : nullptr, c.q_size() * hidden, hidden);
-    add("k_proj", llm::kWk, lw ? &lw->k_proj : nullptr, c.kv_size() * hidden, hidden);
-    add("v_proj", llm::kWv, lw ? &lw->v_proj : nullptr, c.kv_size() * hidden, hidden);
-    add("o_proj", llm::kWo, lw ? &lw->o_proj : nullptr, hidden * c.q_size(), c.q_size());
-    add("gate_proj", llm::kWgate, lw ? &lw->gate_proj : nullptr, inter * hidden, hidden);
-    add("up_proj", llm::kWup, lw ? &lw->up_proj : nullptr, inter * hidden, hidden);
-    add("down_proj", llm::kWdown, lw ? &lw->down_proj : nullptr, hidden * inter, inter);
-    add("input_layernorm", llm::kWinputNorm, lw ? &lw->input_layernorm : nullptr, hidden, 0);
-    add("post_attention_layernorm", llm::kWpostNorm, lw ? &lw->post_attention_layernorm : nullptr, hidden, 0);
+    auto t = [&](const Bf16Tensor LayerWeights::*m) { return lw ? &(lw->*m) : nullptr; };
+    const int64_t q = c.q_size(), kv = c.kv_size();
+    EVT_RETURN_IF_ERROR(add(layer("qkv_proj", llm::kWqkv, WeightLayout::kTiled, q + 2 * kv, hidden, hidden),
+                            {{t(&LayerWeights::q_proj), q}, {t(&LayerWeights::k_proj), kv}, {t(&LayerWeights::v_proj), kv}}));
+    EVT_RETURN_IF_ERROR(add(layer("o_proj", llm::kWo, WeightLayout::kTiled, hidden, q, q), {{t(&LayerWeights::o_proj), hidden}}));
+    EVT_RETURN_IF_ERROR(add(layer("gate_up_proj", llm::kWgateUp, WeightLayout::kTiledGateUp, 2 * inter, hidden, hidden),
+                            {{t(&LayerWeights::gate_proj), inter}, {t(&LayerWeights::up_proj), inter}}));
+    EVT_RETURN_IF_ERROR(add(layer("down_proj", llm::kWdown, WeightLayout::kTiled, hidden, inter, inter),
+                            {{t(&LayerWeights::down_proj), hidden}}));
+    EVT_RETURN_IF_ERROR(add(layer("input_layernorm", llm::kWinputNorm, WeightLayout::kPlain, 1, hidden, 0),
+                            {{t(&LayerWeights::input_layernorm), 1}}));
+    EVT_RETURN_IF_ERROR(add(layer("post_attention_layernorm", llm::kWpostNorm, WeightLayout::kPlain, 1, hidden, 0),
+                            {{t(&LayerWeights::post_attention_layernorm), 1}}));
     if (c.qk_norm) {
-      add("q_norm", llm::kWqNorm, lw ? &*lw->q_norm : nullptr, c.head_dim, 0);
-      add("k_norm", llm::kWkNorm, lw ? &*lw->k_norm : nullptr, c.head_dim, 0);
+      EVT_RETURN_IF_ERROR(add(layer("q_norm", llm::kWqNorm, WeightLayout::kPlain, 1, c.head_dim, 0),
+                              {{lw ? &*lw->q_norm : nullptr, 1}}));
+      EVT_RETURN_IF_ERROR(add(layer("k_norm", llm::kWkNorm, WeightLayout::kPlain, 1, c.head_dim, 0),
+                              {{lw ? &*lw->k_norm : nullptr, 1}}));
     }
   }
-  global("norm", GlobalWeight::kFinalNorm, host ? &host->norm : nullptr, hidden, 0);
-  if (!c.tie_word_embeddings) {
-    global("lm_head", GlobalWeight::kLmHead, host ? &host->lm_head : nullptr, c.vocab_size * hidden, hidden);
-  }
+  EVT_RETURN_IF_ERROR(add(global("norm", GlobalWeight::kFinalNorm, WeightLayout::kPlain, 1, hidden, 0),
+                          {{host ? &host->norm : nullptr, 1}}));
+  // Tied: the LM head is the embedding, stored a second time in the projections' layout.
+  const Bf16Tensor* lm = host ? (c.tie_word_embeddings ? &host->embed_tokens : &host->lm_head) : nullptr;
+  EVT_RETURN_IF_ERROR(add(global("lm_head", GlobalWeight::kLmHead, WeightLayout::kTiled, c.vocab_size, hidden, hidden),
+                          {{lm, c.vocab_size}}));
   return list;
 }
 

@@ -1,8 +1,10 @@
 #pragma once
 // The weights the dense decode graph reads, one list for every backend: each per-layer weight
-// with its `wtab` cell (kernels/llm/decode_config.h), and the global ones. The CPU backend points
-// the cells at the loaded tensors; the CUDA backend places each tensor in a device arena (copied
-// or random) and points the cells there.
+// with its `wtab` cell (kernels/llm/decode_config.h), and the global ones, with how each is
+// stored. The projections are stored tiled (kernels/llm/weight_tiles.h): Q, K and V stacked as one
+// matrix, gate and up interleaved as another, the LM head (also when it is tied to the
+// embedding, which the gather reads plain). The CPU backend packs them into memory of its own;
+// the CUDA backend packs or draws them straight into a device arena.
 
 #include <cstdint>
 #include <string>
@@ -16,20 +18,33 @@ namespace evt::model {
 
 enum class GlobalWeight { kNone, kEmbed, kFinalNorm, kLmHead };
 
-struct DecodeWeight {
-  std::string what;          // "layer 3 q_proj", for messages
-  int64_t layer = -1;        // >= 0: wtab row of a per-layer weight
-  kernels::llm::WeightColumn column = kernels::llm::kWq;  // its wtab column
-  GlobalWeight global = GlobalWeight::kNone;              // or which global weight it is
-  int64_t numel = 0;
-  int64_t fan_in = 0;        // input features of a projection; 0 for a norm; -1 for the embedding
-  const Bf16Tensor* host = nullptr;  // the loaded tensor; null without host weights
-
-  int64_t wtab_index() const { return layer * kernels::llm::kWeightColumns + column; }
+enum class WeightLayout {
+  kPlain,        // as the checkpoint stores it
+  kTiled,        // the sources' rows stacked (q, k, v), tiled
+  kTiledGateUp,  // gate and up rows interleaved by 8 in each 16-row group, tiled
 };
 
-// Every weight of `config` in checkpoint order: embedding, layer by layer, final norm, and
-// lm_head only when untied. `host` may be null (random weights).
-std::vector<DecodeWeight> decode_weights(const ModelConfig& config, const ModelWeights* host);
+struct DecodeWeight {
+  std::string what;          // "layer 3 qkv_proj", for messages
+  int64_t layer = -1;        // >= 0: wtab row of a per-layer weight
+  kernels::llm::WeightColumn column = kernels::llm::kWqkv;  // its wtab column
+  GlobalWeight global = GlobalWeight::kNone;                // or which global weight it is
+  WeightLayout layout = WeightLayout::kPlain;
+  int64_t rows = 0, cols = 0;  // the (fused) matrix; a vector is 1 x n
+  int64_t fan_in = 0;          // input features of a projection; 0 for a norm; -1 for the embedding
+  // The loaded tensors it is made of (in order; rows each), or empty without host weights.
+  std::vector<const Bf16Tensor*> host;
+
+  int64_t wtab_index() const { return layer * kernels::llm::kWeightColumns + column; }
+  // bf16 values stored: the tiled layouts round the matrix up to whole tiles.
+  int64_t stored() const;
+  // Writes the stored values from `host` into `out` (stored() values).
+  void pack(uint16_t* out) const;
+};
+
+// Every weight of `config` in checkpoint order: embedding, layer by layer, final norm, LM head.
+// `host` may be null (random weights). Fails, naming the tensor, when a loaded tensor's size is
+// not what the config needs.
+Expected<std::vector<DecodeWeight>> decode_weights(const ModelConfig& config, const ModelWeights* host);
 
 }  // namespace evt::model

@@ -12,6 +12,7 @@
 #include <stdexcept>
 
 #include "kernels/llm/sample_math.h"
+#include "kernels/llm/weight_tiles.h"
 #include "util/int_math.h"
 
 namespace evt::testing::llm {
@@ -169,8 +170,8 @@ HostTensor make_cfg(const CaseSpec& s) {
   return i32_tensor("cfg", cfg, {kl::kCfgWords});
 }
 
-constexpr const char* kColumnNames[] = {"wq",    "wk",         "wv",        "wo",     "wgate", "wup",
-                                        "wdown", "input_norm", "post_norm", "q_norm", "k_norm"};
+constexpr const char* kColumnNames[] = {"wqkv",       "wo",        "wgate_up", "wdown",
+                                        "input_norm", "post_norm", "q_norm",   "k_norm"};
 static_assert(std::size(kColumnNames) == kl::kWkNorm + 1);
 
 // Per-layer weights behind wtab. Every layer gets its own random weights, so a body that reads
@@ -197,6 +198,10 @@ class Weights {
   Case& c_;
   Rng& rng_;
 };
+
+// A projection weight of `rows` x `cols` in the tiled layout (kernels/llm/weight_tiles.h), padding
+// included: random values there too, which a body must not let into its results.
+std::vector<int64_t> tiled(int64_t rows, int64_t cols) { return {kl::tiled_shape(rows, cols).bytes() / 2}; }
 
 // The tokens of a step and where they sit in the paged cache. Sequence s has n_s >= 1 tokens at
 // consecutive positions (a decode step when n_s = 1, a prefill chunk otherwise); the step's
@@ -289,9 +294,7 @@ void build_qkv_proj(Case& c, Rng& rng) {
   c.layer = s.layer;
   c.reads.push_back(make_cfg(s));
   Weights w(c, rng);
-  w.add(kl::kWq, {s.heads * s.head_dim, s.hidden});
-  w.add(kl::kWk, {s.kv_heads * s.head_dim, s.hidden});
-  w.add(kl::kWv, {s.kv_heads * s.head_dim, s.hidden});
+  w.add(kl::kWqkv, tiled(qkv_width(s), s.hidden));
   w.add(kl::kWinputNorm, {s.hidden}, true);
   c.reads.push_back(f32_tensor("x", {2, s.tokens, s.hidden}, rng, -s.x_scale, s.x_scale));
   c.writes.push_back(output("p_qkv", DType::kF32, {qkv_splits(s), s.tokens, qkv_width(s)}));
@@ -408,7 +411,7 @@ void build_o_proj(Case& c, Rng& rng) {
   c.layer = s.layer;
   c.reads.push_back(make_cfg(s));
   Weights w(c, rng);
-  w.add(kl::kWo, {s.hidden, width});
+  w.add(kl::kWo, tiled(s.hidden, width));
   c.reads.push_back(f32_tensor("attn", {s.tokens, width}, rng));
   c.reads.push_back(f32_tensor("x", {2, s.tokens, s.hidden}, rng));
   c.writes.push_back(output("x_mid", DType::kF32, {s.tokens, s.hidden}));
@@ -421,8 +424,7 @@ void build_gate_up_silu(Case& c, Rng& rng) {
   c.layer = s.layer;
   c.reads.push_back(make_cfg(s));
   Weights w(c, rng);
-  w.add(kl::kWgate, {s.inter, s.hidden});
-  w.add(kl::kWup, {s.inter, s.hidden});
+  w.add(kl::kWgateUp, tiled(2 * s.inter, s.hidden));
   w.add(kl::kWpostNorm, {s.hidden}, true);
   c.reads.push_back(f32_tensor("x_mid", {s.tokens, s.hidden}, rng, -s.x_scale, s.x_scale));
   c.writes.push_back(output("act", DType::kF32, {s.tokens, s.inter}));
@@ -435,7 +437,7 @@ void build_down_proj(Case& c, Rng& rng) {
   c.layer = s.layer;
   c.reads.push_back(make_cfg(s));
   Weights w(c, rng);
-  w.add(kl::kWdown, {s.hidden, s.inter});
+  w.add(kl::kWdown, tiled(s.hidden, s.inter));
   c.reads.push_back(f32_tensor("act", {s.tokens, s.inter}, rng));
   c.reads.push_back(f32_tensor("x_mid", {s.tokens, s.hidden}, rng));
   c.writes.push_back(residual_output(s, (s.layer + 1) % 2));
@@ -463,7 +465,7 @@ void build_lm_head(Case& c, Rng& rng) {
   c.grid = {ceil_div(s.vocab, s.rows)};
   c.reads.push_back(make_cfg(s));
   c.reads.push_back(f32_tensor("xf", {s.seqs, s.hidden}, rng));
-  c.reads.push_back(HostTensor("lm_w", DType::kBf16, {s.vocab, s.hidden}));
+  c.reads.push_back(HostTensor("lm_w", DType::kBf16, tiled(s.vocab, s.hidden)));
   rng.fill(c.reads.back(), -1, 1);
   c.writes.push_back(output("logits", DType::kF32, {s.seqs, s.vocab}));
   c.probe = {1, 0};
@@ -628,15 +630,16 @@ std::vector<CaseSpec> make_specs() {
     s.tokens = t, s.hidden = h, s.vocab = v, s.rows = rows;
     add(s);
   }
-  // QKV: K split into 1 or 2 (8 and 64 wide: a short last split), plus an empty split past H.
+  // QKV: K split into whole weight tiles (32 columns): 1 to 3 splits (a short last one), plus an
+  // empty split past H.
   struct Qkv {
     int64_t t, h, heads, kv_heads, d, split, extra, layer;
   };
-  for (const Qkv& q : std::vector<Qkv>{{1, 8, 4, 4, 64, 8, 0, 0},
-                                       {3, 24, 8, 2, 128, 16, 0, 1},
-                                       {17, 136, 16, 2, 64, 72, 1, 2},
-                                       {97, 136, 8, 2, 128, 136, 1, 1},
-                                       {97, 24, 4, 4, 64, 8, 0, 2}}) {
+  for (const Qkv& q : std::vector<Qkv>{{1, 8, 4, 4, 64, 32, 0, 0},
+                                       {3, 24, 8, 2, 128, 32, 0, 1},
+                                       {17, 136, 16, 2, 64, 64, 1, 2},
+                                       {97, 136, 8, 2, 128, 160, 1, 1},
+                                       {97, 24, 4, 4, 64, 32, 0, 2}}) {
     CaseSpec s = spec("qkv_proj");
     s.tokens = q.t, s.hidden = q.h, s.heads = q.heads, s.kv_heads = q.kv_heads, s.head_dim = q.d;
     s.qkv_split = q.split, s.qkv_extra_splits = q.extra, s.layer = q.layer;
@@ -692,8 +695,9 @@ std::vector<CaseSpec> make_specs() {
   struct OProj {
     int64_t t, h, heads, d, rows, layer;
   };
+  // Tiles of whole 16-row weight groups: 1 to 3 groups, so 16, 8 or 5 warps share each.
   for (const OProj& p : std::vector<OProj>{
-           {1, 8, 4, 64, 1, 0}, {3, 24, 8, 128, 7, 1}, {17, 136, 16, 64, 32, 2}, {97, 136, 8, 64, 7, 1}}) {
+           {1, 8, 4, 64, 16, 0}, {3, 24, 8, 128, 16, 1}, {17, 136, 16, 64, 32, 2}, {97, 136, 8, 64, 48, 1}}) {
     CaseSpec s = spec("o_proj");
     s.tokens = p.t, s.hidden = p.h, s.heads = p.heads, s.head_dim = p.d;
     s.rows = p.rows, s.layer = p.layer;
@@ -703,10 +707,11 @@ std::vector<CaseSpec> make_specs() {
     int64_t t, h, inter, rows, layer;
   };
   // Intermediate sizes are multiples of 8: check_decodable (model/decode_plan.cc) rejects others,
-  // since the gemv's 16-byte weight loads run along I in down_proj.
+  // since the staged activations are loaded 8 at a time. Tiles of 1 to 25 weight groups (gate/up
+  // groups hold 8 outputs); past 16 a warp owns two groups.
   for (const char* row : {"gate_up_silu", "down_proj"}) {
-    for (const Proj& p :
-         std::vector<Proj>{{1, 8, 8, 1, 0}, {3, 24, 40, 7, 1}, {17, 136, 200, 32, 2}, {97, 24, 200, 7, 1}}) {
+    for (const Proj& p : std::vector<Proj>{
+             {1, 8, 8, 16, 0}, {3, 24, 40, 16, 1}, {17, 136, 200, 32, 2}, {97, 24, 200, 48, 1}, {2, 40, 400, 208, 1}}) {
       CaseSpec s = spec(row);
       s.tokens = p.t, s.hidden = p.h, s.inter = p.inter, s.rows = p.rows, s.layer = p.layer;
       add(s);
@@ -719,8 +724,8 @@ std::vector<CaseSpec> make_specs() {
     s.tokens = t, s.seqs = seqs, s.hidden = h, s.layers = layers;
     add(s);
   }
-  for (auto [seqs, h, v, rows] :
-       std::vector<std::array<int64_t, 4>>{{1, 8, 97, 1}, {3, 24, 200, 7}, {17, 136, 97, 32}, {97, 24, 200, 7}}) {
+  for (auto [seqs, h, v, rows] : std::vector<std::array<int64_t, 4>>{
+           {1, 8, 97, 16}, {3, 24, 200, 16}, {17, 136, 97, 32}, {97, 24, 200, 48}, {2, 40, 1000, 384}}) {
     CaseSpec s = spec("lm_head");
     s.seqs = s.tokens = seqs, s.hidden = h, s.vocab = v, s.rows = rows;
     add(s);

@@ -16,59 +16,100 @@
 #include "kernels/llm/sample.h"
 #include "kernels/llm/decode_config.h"
 #include "kernels/llm_tiles_cuda.h"
+#include "runtime/megakernel/cuda_worker.cuh"
 
 namespace evt::testing::llm {
 namespace {
 
 using kernels::DevBuffer;
 
-// The decode megakernel's block (LaunchShape in src/model/decode_megakernel_d*.cu).
+// The decode megakernel's block (LaunchShape in src/model/decode_megakernel_d*.cu): its consumer
+// threads and a loader warp, with the ring in the shared memory the most scratch leaves.
 constexpr int kThreads = kernels::llm::kDecodeThreads;
 constexpr int kScratchBytes = kernels::llm::kDecodeScratchBytes;
+constexpr int kRingStages = 4;
+constexpr int kSharedBytes = kScratchBytes + kRingStages * static_cast<int>(kernels::kChunkBytes);
 
-// The tile-body block interface (tile_body.h) on a CUDA block.
-struct CudaBlock {
-  __device__ int thread() const { return static_cast<int>(threadIdx.x); }
-  __device__ int threads() const { return static_cast<int>(blockDim.x); }
-  __device__ void sync() const { __syncthreads(); }
+// The tile-body block interface on a CudaWorker, as the generated megakernels give it.
+struct Block {
+  mk::CudaWorker& w;
+  __device__ int thread() const { return w.thread(); }
+  __device__ int threads() const { return w.threads(); }
+  __device__ void sync() const { w.sync(); }
+  __device__ kernels::Scratch scratch() const { return w.scratch(); }
+  __device__ mk::CudaWorker::Reader weights(const kernels::WeightStream& s) const { return w.weights(s); }
 };
 
+// Runs every tile of the box, a block taking tiles in turn (grid-stride) as a megakernel worker
+// does: the consumer threads run the body, the loader warp fills the ring with each tile's weight
+// stream ahead of them. n is the same for every consumer thread, so the bodies' barriers are
+// reached by all.
 template <class Body>
-__global__ void __launch_bounds__(kThreads) run_tiles(const TileLaunch launch) {
+__global__ void __launch_bounds__(kThreads + 32, 1) run_tiles(const TileLaunch launch, const __grid_constant__ mk::LaunchArgs a) {
+  __shared__ uint64_t share_slots[2];
+  __shared__ mk::RingState ring;
+  mk::CudaWorker w(share_slots, &ring, kThreads, kRingStages, a);
+  w.init();
   int64_t total = 1;
   for (int k = 0; k < launch.rank; ++k) total *= launch.extent[k];
-  // n is the same for every thread of the block, so the bodies' barriers are reached by all.
-  for (int64_t n = blockIdx.x; n < total; n += gridDim.x) {
-    int64_t tile[TileLaunch::kMaxRank] = {};
+  const auto tile_of = [&](int64_t n, int64_t* tile) {
     int64_t rest = n;
     for (int k = launch.rank - 1; k >= 0; --k) {
       tile[k] = launch.first[k] + rest % launch.extent[k];
       rest /= launch.extent[k];
     }
-    Body::run(CudaBlock{}, tile, launch.reads, launch.writes);
+  };
+  if (w.is_loader()) {
+    if (threadIdx.x % 32 != 0) return;
+    for (int64_t n = blockIdx.x; n < total; n += gridDim.x) {
+      int64_t tile[TileLaunch::kMaxRank] = {};
+      tile_of(n, tile);
+      w.load(Body::stream(Block{w}, tile, launch.reads, launch.writes));
+    }
+    w.finish_loading();
+    return;
+  }
+  for (int64_t n = blockIdx.x; n < total; n += gridDim.x) {
+    int64_t tile[TileLaunch::kMaxRank] = {};
+    tile_of(n, tile);
+    Body::run(Block{w}, tile, launch.reads, launch.writes);
+    w.sync();
   }
 }
 
 template <class Body>
 cudaError_t launch_tiles(const TileLaunch& launch, int blocks, cudaStream_t stream) {
-  const cudaError_t e = cudaFuncSetAttribute(run_tiles<Body>, cudaFuncAttributeMaxDynamicSharedMemorySize, kScratchBytes);
+  const cudaError_t e = cudaFuncSetAttribute(run_tiles<Body>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSharedBytes);
   if (e != cudaSuccess) return e;
-  run_tiles<Body><<<blocks, kThreads, kScratchBytes, stream>>>(launch);
+  mk::LaunchArgs a{};
+  a.spin_limit_ns = 1'000'000'000;
+  a.ring_stages = kRingStages;
+  run_tiles<Body><<<blocks, kThreads + 32, kSharedBytes, stream>>>(launch, a);
   return cudaGetLastError();
+}
+
+// The weight stream of a body that reads none.
+template <class Block>
+__device__ kernels::WeightStream no_stream(const Block&, const int64_t*, const DevBuffer*, const DevBuffer*) {
+  return kernels::WeightStream{};
 }
 
 // A body as a type: the kernel template takes it by type rather than by function pointer, so the
 // host never needs the __host__ __device__ body instantiated for a block whose methods are
 // __device__ only.
-#define EVT_LLM_BODY(tag, row_name, body_fn, reads, writes)                                                       \
-  struct tag {                                                                                                    \
-    static constexpr const char* kRow = row_name;                                                                 \
-    static constexpr const char* kBody = #body_fn;                                                                \
-    static constexpr int kReads = reads, kWrites = writes;                                                        \
-    static_assert(kReads <= TileLaunch::kMaxBuffers && kWrites <= TileLaunch::kMaxBuffers);                       \
-    __device__ static void run(const CudaBlock& b, const int64_t* tile, const DevBuffer* r, const DevBuffer* w) { \
-      body_fn(b, tile, r, w);                                                                                     \
-    }                                                                                                             \
+#define EVT_LLM_BODY(tag, row_name, body_fn, stream_fn, reads, writes)                                               \
+  struct tag {                                                                                                      \
+    static constexpr const char* kRow = row_name;                                                                   \
+    static constexpr const char* kBody = #body_fn;                                                                  \
+    static constexpr int kReads = reads, kWrites = writes;                                                          \
+    static_assert(kReads <= TileLaunch::kMaxBuffers && kWrites <= TileLaunch::kMaxBuffers);                         \
+    __device__ static void run(const Block& b, const int64_t* tile, const DevBuffer* r, const DevBuffer* w) {       \
+      body_fn(b, tile, r, w);                                                                                       \
+    }                                                                                                               \
+    __device__ static kernels::WeightStream stream(const Block& b, const int64_t* tile, const DevBuffer* r,         \
+                                                   const DevBuffer* w) {                                            \
+      return stream_fn(b, tile, r, w);                                                                              \
+    }                                                                                                               \
   };
 
 #include "kernels/llm_tile_bodies.inc"
@@ -80,7 +121,7 @@ constexpr CudaTileBody entry() {
 }
 
 const CudaTileBody kBodies[] = {
-#define EVT_LLM_BODY(tag, row, body, reads, writes) entry<tag>(),
+#define EVT_LLM_BODY(tag, row, body, stream, reads, writes) entry<tag>(),
 #include "kernels/llm_tile_bodies.inc"
 #undef EVT_LLM_BODY
 };

@@ -35,19 +35,20 @@ namespace {
 using kernels::Registry;
 using kernels::TileFunction;
 
-// The bodies on the host's one-thread block. `body` is spelled as the registry's device_body
-// names it, which the coverage test checks, so each row is tested with the body the megakernel
-// calls.
+// The bodies on the host's one-thread block. `body` and `stream` are spelled as the registry's
+// device_body and device_stream name them, which the coverage test checks, so each row is tested
+// with the body the megakernel calls, reading the stream its loader would fill.
 struct CpuBody {
   const char* row;
   const char* body;
+  const char* stream;
   int num_reads, num_writes;
   kernels::CpuTileFn run;
 };
-#define EVT_CPU_BODY(row, body, reads, writes) \
-  CpuBody { row, #body, reads, writes, &kernels::run_body_on_cpu<&body<kernels::SerialBlock>, reads, writes> }
+#define EVT_CPU_BODY(row, body, stream, reads, writes) \
+  CpuBody { row, #body, #stream, reads, writes, &kernels::run_body_on_cpu<&body<kernels::SerialBlock>, reads, writes> }
 const CpuBody kCpuBodies[] = {
-#define EVT_LLM_BODY(tag, row, body, reads, writes) EVT_CPU_BODY(row, body, reads, writes),
+#define EVT_LLM_BODY(tag, row, body, stream, reads, writes) EVT_CPU_BODY(row, body, stream, reads, writes),
 #include "kernels/llm_tile_bodies.inc"
 #undef EVT_LLM_BODY
 };
@@ -112,6 +113,7 @@ TEST(LlmTileCoverage, EveryDecodeGraphFunctionHasABodyAndCases) {
     const CpuBody* body = find_body(row);
     ASSERT_NE(body, nullptr) << "no entry in kCpuBodies";
     EXPECT_EQ(fn->device_body, body->body);
+    EXPECT_EQ(fn->device_stream, std::string(body->stream) == "evt::testing::llm::no_stream" ? "" : body->stream);
     EXPECT_EQ(fn->num_reads, body->num_reads);
     EXPECT_EQ(fn->num_writes, body->num_writes);
     int cases = 0;

@@ -425,6 +425,11 @@ void Emitter::emit_prelude() {
   line(fmt::format("inline constexpr int kNumEvents = {};", g_.events.size()));
   line(fmt::format("inline constexpr int kNumGroups = {};", g_.groups.size()));
   line(fmt::format("inline constexpr bool kDynamicSupported = {};", dynamic_ok() ? "true" : "false"));
+  const bool streams = std::any_of(g_.groups.begin(), g_.groups.end(), [&](const ir::TaskGroup& group) {
+    return !registry_.find(group.function)->device_stream.empty();
+  });
+  line("// Whether some group reads a weight stream: then a CUDA block has a loader warp (weight_ring.cuh).");
+  line(fmt::format("inline constexpr bool kHasStreams = {};", streams ? "true" : "false"));
   auto names = [&](const char* what, auto&& list) {
     std::string s;
     for (const auto& x : list) s += fmt::format("\"{}\", ", x);
@@ -997,6 +1002,8 @@ void Emitter::emit_group_code(size_t gi) {
   line("EVT_HD int thread() const { return w.thread(); }");
   line("EVT_HD int threads() const { return w.threads(); }");
   line("EVT_HD void sync() const { w.sync(); }");
+  line("EVT_HD kernels::Scratch scratch() const { return w.scratch(); }");
+  line("EVT_HD auto weights(const kernels::WeightStream& s) const { return w.weights(s); }");
   open("EVT_HD void set_wait_count(int slot, int64_t element, int64_t count) const {");
   line("(void)element; (void)count;");
   for (size_t k = 0; k < group.sets.size(); ++k) {
@@ -1080,6 +1087,20 @@ void Emitter::emit_group_code(size_t gi) {
   };
   call("body", fn->device_body);
   call("prologue", fn->device_prologue);
+  // The weight stream (every thread that asks, the loader's lane among them): the chunks the
+  // body will acquire.
+  line("template <class W, mk::Schedule kS>");
+  open("EVT_HD inline kernels::WeightStream stream_class_@K@(W& w, const Params& p, const mk::LaunchArgs& a, "
+       "const GroupRef& r, const int64_t* t) {");
+  if (fn->device_stream.empty()) {
+    line("(void)w; (void)p; (void)a; (void)r; (void)t;");
+    line("return kernels::WeightStream{};");
+  } else {
+    line(fmt::format("const DevBuffer reads[] = {{{}}};", views(group.reads)));
+    line(fmt::format("const DevBuffer writes[] = {{{}}};", views(group.writes)));
+    line(fmt::format("return {}(Block@K@<W, kS>{{w, p, a, r}}, t, reads, writes);", fn->device_stream));
+  }
+  close();
 
   // Notify (leader).
   line("template <class W, mk::Schedule kS>");
@@ -1147,8 +1168,20 @@ void Emitter::emit_dispatch_and_loops() {
   dispatch("int", "wait", ", const int64_t* t, int64_t linear, mk::Help* help", ", t, linear, help", "mk::kAbort");
   dispatch("void", "prologue", ", const int64_t* t", ", t", "");
   dispatch("void", "body", ", const int64_t* t", ", t", "");
+  dispatch("kernels::WeightStream", "stream", ", const int64_t* t", ", t", "kernels::WeightStream{}");
   dispatch("bool", "notify", ", const int64_t* t", ", t", "false");
   dispatch("void", "push_early", ", const int64_t* t", ", t", "");
+  line("");
+  line(R"CODE(// A task as the dynamic schedules announce it to the loader (the trace's encoding).
+EVT_HD inline int64_t task_id(int group, int64_t linear) { return (int64_t{group} << 40) | linear; }
+
+// The loader fills the ring with one task's weight stream; false when the launch aborted.
+template <class W, mk::Schedule kS>
+EVT_HD inline bool load_task(W& w, const Params& p, const mk::LaunchArgs& a, int group, int64_t linear) {
+  int64_t t[4] = {};
+  unravel(p, group, linear, t);
+  return w.load(stream<W, kS>(w, p, a, group_ref(group), t));
+})CODE");
   line("");
   line(R"CODE(// Runs one task on the whole block: the leader waits, every thread runs the body, the leader
 // notifies. Two block barriers per task: one shares the wait's outcome, one ends the body. A
@@ -1156,6 +1189,10 @@ void Emitter::emit_dispatch_and_loops() {
 // already recorded the error. False when the launch aborted.
 // kHelps (per-group scheduling, static tasks): while the wait spins, the block runs ready tasks
 // of the dynamic groups, then reloads this task's prologue, which they may have overwritten.
+// Weight streams: under the static and kernels schedules the loader follows the same sequence of
+// tasks on its own, so a skipped task still takes its chunks out of the ring; under the dynamic
+// schedule the leader announces a popped task before its wait (the loader fills the ring while
+// it waits), under per-group scheduling just before its body (a wait may run other tasks first).
 template <class W, mk::Schedule kS>
 EVT_HD inline bool run_queued(W& w, const Params& p, const mk::LaunchArgs& a, int64_t task, bool& healthy,
                               int64_t sources);
@@ -1167,6 +1204,9 @@ EVT_HD inline bool run_task(W& w, const Params& p, const mk::LaunchArgs& a, int 
   unravel(p, group, linear, t);
   const GroupRef r = group_ref(group);
   uint64_t start = 0, waited = 0;
+  if constexpr (kHasStreams && kS == mk::kDynamic) {
+    if (w.leader()) w.announce(task_id(group, linear));
+  }
   while (true) {
     // The prologue's loads overlap the wait; share() below is the barrier before the body.
     prologue<W, kS>(w, p, a, r, t);
@@ -1180,7 +1220,10 @@ EVT_HD inline bool run_task(W& w, const Params& p, const mk::LaunchArgs& a, int 
     }
     step = w.share(step);
     if (step == mk::kAbort) return false;
-    if (step == mk::kSkip) return true;
+    if (step == mk::kSkip) {
+      if constexpr (kHasStreams && (kS == mk::kStatic || kS == mk::kKernels)) mk::drain(w, stream<W, kS>(w, p, a, r, t));
+      return true;
+    }
     if (step == mk::kRun) break;
     if constexpr (kHelps) {
       int64_t task = -1;
@@ -1193,6 +1236,9 @@ EVT_HD inline bool run_task(W& w, const Params& p, const mk::LaunchArgs& a, int 
   }
   if constexpr (kS == mk::kDynamic || kS == mk::kPerGroup) {
     if (w.leader()) push_early<W, kS>(w, p, a, r, t);  // the other threads begin the body meanwhile
+  }
+  if constexpr (kHasStreams && kS == mk::kPerGroup) {
+    if (w.leader()) w.announce(task_id(group, linear));
   }
   body<W, kS>(w, p, a, r, t);
   w.sync();
@@ -1266,12 +1312,46 @@ EVT_HD inline void run_launch(W& w, const Params& p, const mk::LaunchArgs& a, in
   }
 }
 
+// The loader warp's loop (its lane 0, CUDA only): the weight streams of the tasks this block's
+// consumers run, in their order: this worker's positions of the static order, or under the
+// dynamic schedules the tasks the leader announces, until it announces the end.
+template <class W, mk::Schedule kS>
+EVT_HD inline void run_loader(W& w, const Params& p, const mk::LaunchArgs& a) {
+  if constexpr (kS == mk::kStatic) {
+    const int64_t total = total_tasks(p);
+    for (int64_t position = w.id(); position < total; position += w.count()) {
+      int group;
+      int64_t linear;
+      static_task(p, position, group, linear);
+      if (!load_task<W, kS>(w, p, a, group, linear)) break;
+    }
+  } else {
+    for (int64_t task = w.next_announced(); task != mk::kAnnounceStop; task = w.next_announced()) {
+      if (!load_task<W, kS>(w, p, a, static_cast<int>(task >> 40), task & ((int64_t{1} << 40) - 1))) break;
+    }
+  }
+  w.finish_loading();
+}
+
+// Kernels mode: the loader of launch k, over the tiles run_launch gives this worker.
+template <class W>
+EVT_HD inline void run_launch_loader(W& w, const Params& p, const mk::LaunchArgs& a, int64_t k) {
+  int group;
+  int64_t first, count;
+  launch_at(p, k, group, first, count);
+  for (int64_t linear = first + w.id(); linear < first + count; linear += w.count()) {
+    if (!load_task<W, mk::kKernels>(w, p, a, group, linear)) break;
+  }
+  w.finish_loading();
+}
+
 // The entry point host code is written against (runtime/megakernel/instance.h).
 struct Megakernel {
   using ParamsType = Params;
   static constexpr int num_dims = kNumDims, num_buffers = kNumBuffers, num_events = kNumEvents;
   static constexpr int num_groups = kNumGroups;
   static constexpr bool dynamic_supported = kDynamicSupported;
+  static constexpr bool has_streams = kHasStreams;
   static const char* group_name(int g) { return kGroupNames[g]; }
   static const char* event_name(int e) { return kEventNames[e]; }
   static const char* dim_name(int d) { return kDimNames[d]; }
@@ -1307,10 +1387,22 @@ struct Megakernel {
   template <class W, mk::Schedule kS>
   EVT_HD static void run(W& w, const Params& p, const mk::LaunchArgs& a) {
     run_megakernel<W, kS>(w, p, a);
+    if constexpr (kHasStreams && (kS == mk::kDynamic || kS == mk::kPerGroup)) {
+      if (w.leader()) w.announce(mk::kAnnounceStop);
+    }
   }
   template <class W>
   EVT_HD static void run_one_launch(W& w, const Params& p, const mk::LaunchArgs& a, int64_t k) {
     run_launch(w, p, a, k);
+  }
+  // The loader warp of a block with weight streams (CudaWorker).
+  template <class W, mk::Schedule kS>
+  EVT_HD static void load(W& w, const Params& p, const mk::LaunchArgs& a) {
+    run_loader<W, kS>(w, p, a);
+  }
+  template <class W>
+  EVT_HD static void load_one_launch(W& w, const Params& p, const mk::LaunchArgs& a, int64_t k) {
+    run_launch_loader(w, p, a, k);
   }
 };)CODE");
   close(fmt::format("}}  // namespace evt::generated::{}", ns_));

@@ -72,7 +72,7 @@ EVT_HD void decode_attention_body(const Block& b, const int64_t* tile, const Dev
   // Every warp leaves its state in scratch; then the block merges them, one output value per
   // thread: warps' states are rescaled to the common max and added.
   const int nwarps = warps(b);
-  float* w_m = reinterpret_cast<float*>(block_scratch().data);  // [warp][group]: attention_scratch_bytes
+  float* w_m = reinterpret_cast<float*>(b.scratch().data);  // [warp][group]: attention_scratch_bytes
   float* w_sum = w_m + nwarps * kMaxGroup;                      // [warp][group]
   float* w_acc = w_sum + nwarps * kMaxGroup;                     // [warp][group][D]
   EVT_UNROLL

@@ -10,11 +10,14 @@
 
 namespace evt::kernels::llm {
 
-// The block the decode bodies are written for: one per SM, 16 warps to keep enough weight loads
-// in flight, and most of the SM's shared memory as scratch for the projections' staged
-// activations and partial sums (gemv.h).
-inline constexpr int kDecodeThreads = 512;
-inline constexpr int kDecodeScratchBytes = 200 * 1024;
+// The block the decode bodies are written for: one per SM, 15 warps to run the bodies, and up to
+// kDecodeScratchBytes of the SM's 227 KiB of shared memory as scratch for the projections' staged
+// activations and sums (gemv.h). With the loader warp the block has 16 warps, four per scheduler
+// partition, so each thread may hold 128 registers (a 17th warp would cut that to 96: ptxas then
+// spilled up to 3 KB per thread). The most scratch a step asks for leaves at least four 16 KiB
+// stages for the weight ring.
+inline constexpr int kDecodeThreads = 480;
+inline constexpr int kDecodeScratchBytes = 162 * 1024;
 
 // Words of the i32 `cfg` buffer.
 enum Cfg : int {
@@ -23,20 +26,22 @@ enum Cfg : int {
   kCfgQkNorm,         // 1: Qwen3's per-head RMSNorm on q and k
   kCfgPageSize,       // KV cache positions per page
   kCfgKvSplitLen,     // positions per attention KV split
-  kCfgQkvSplitLen,    // K elements per QKV split (a multiple of 8)
-  kCfgRowsH,          // output rows per tile of the H-wide groups (embedding, o_proj, down)
-  kCfgRowsI,          // rows of I per gate/up tile
-  kCfgRowsV,          // vocab rows per lm_head tile
+  kCfgQkvSplitLen,    // K elements per QKV split (a multiple of 32: whole weight tiles)
+  kCfgRowsH,          // output rows per tile of the H-wide groups (embedding, o_proj, down): a multiple of 16
+  kCfgRowsI,          // rows of I per gate/up tile: a multiple of 8
+  kCfgRowsV,          // vocab rows per lm_head tile: a multiple of 16
   kCfgHeads,          // HQ
   kCfgKvHeads,        // HKV
   kCfgHeadDim,        // D
   kCfgWords = 32,     // the buffer's size in the graph
 };
 
-// Columns of the i64 `wtab` buffer (L x kWeightColumns): each layer's weight addresses, bf16,
-// laid out as Hugging Face stores them ([out_features, in_features] for projections).
+// Columns of the i64 `wtab` buffer (L x kWeightColumns): each layer's weight addresses, bf16. The
+// projections are stored tiled (weight_tiles.h), Q, K and V stacked as one matrix of
+// (HQ + 2 HKV) D rows and gate and up interleaved by 8 rows as one of 2 I rows; the norms are
+// plain vectors.
 enum WeightColumn : int {
-  kWq = 0, kWk, kWv, kWo, kWgate, kWup, kWdown,
+  kWqkv = 0, kWo, kWgateUp, kWdown,
   kWinputNorm, kWpostNorm, kWqNorm, kWkNorm,  // q/k norms: null unless kCfgQkNorm
   kWeightColumns = 16,                        // the buffer's width in the graph
 };
@@ -60,5 +65,7 @@ EVT_HD constexpr Range tile_range(int64_t n, int64_t per_tile, int64_t total) {
   const int64_t b = n * per_tile;
   return Range{b < total ? b : total, b + per_tile < total ? b + per_tile : total};
 }
+// The 16-row weight groups a range of projection outputs covers (its begin a multiple of 16).
+EVT_HD constexpr int64_t tile_groups(Range rows) { return (rows.end - rows.begin + 15) / 16; }
 
 }  // namespace evt::kernels::llm

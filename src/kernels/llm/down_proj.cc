@@ -11,7 +11,7 @@ namespace {
 void down_proj_reference(const TileArgs& a) {
   const BufferView &cfg = a.reads[0], &wtab = a.reads[1], &act = a.reads[2], &x_mid = a.reads[3], &x = a.writes[0];
   const int64_t l = a.tile[0], tokens = act.dim(0), inter = act.dim(1), hidden = x_mid.dim(1);
-  ref_residual_projection(ref_weight<uint16_t>(wtab, l, kWdown), act.as<const float>(), tokens, inter, hidden, a.tile[1],
+  ref_residual_projection(ref_tiled(wtab, l, kWdown, hidden), act.as<const float>(), tokens, inter, hidden, a.tile[1],
                           cfg_at(cfg, kCfgRowsH), x_mid.as<const float>(), x.as<float>() + ((l + 1) % 2) * tokens * hidden);
 }
 
@@ -23,7 +23,7 @@ EVT_REGISTER_TILE_FUNCTION(down_proj, TileFunction{
     .num_reads = 4, .num_writes = 1,
     .cpu = down_proj_reference,
     .device_body = "evt::kernels::llm::down_proj_body", .device_header = "kernels/llm/down_proj.h",
-    .device_prologue = "evt::kernels::llm::down_proj_prologue",
+    .device_stream = "evt::kernels::llm::down_proj_stream",
     .relative_cost = 1});
 
 }  // namespace evt::kernels::llm

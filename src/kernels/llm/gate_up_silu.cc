@@ -14,12 +14,13 @@ void gate_up_silu_reference(const TileArgs& a) {
   const BufferView &cfg = a.reads[0], &wtab = a.reads[1], &x_mid = a.reads[2], &out = a.writes[0];
   const int64_t l = a.tile[0], tokens = x_mid.dim(0), hidden = x_mid.dim(1), inter = out.dim(1);
   const int64_t per_tile = cfg_at(cfg, kCfgRowsI);
+  const TiledMatrix w = ref_tiled(wtab, l, kWgateUp, 2 * inter);
   for (int64_t t = 0; t < tokens; ++t) {
     const std::vector<double> xn = ref_rmsnorm(x_mid.as<const float>() + t * hidden, hidden,
                                                ref_weight<uint16_t>(wtab, l, kWpostNorm), cfg_eps(cfg));
     for (int64_t r = a.tile[1] * per_tile; r < (a.tile[1] + 1) * per_tile && r < inter; ++r) {
-      const double g = ref_dot(ref_weight<uint16_t>(wtab, l, kWgate), r, hidden, xn.data());
-      const double u = ref_dot(ref_weight<uint16_t>(wtab, l, kWup), r, hidden, xn.data());
+      const double g = ref_dot(w, gate_up_fused_row(r, false), 0, hidden, xn.data());
+      const double u = ref_dot(w, gate_up_fused_row(r, true), 0, hidden, xn.data());
       out.as<float>()[t * inter + r] = static_cast<float>(g / (1 + std::exp(-g)) * u);
     }
   }
@@ -33,7 +34,7 @@ EVT_REGISTER_TILE_FUNCTION(gate_up_silu, TileFunction{
     .num_reads = 3, .num_writes = 1,
     .cpu = gate_up_silu_reference,
     .device_body = "evt::kernels::llm::gate_up_silu_body", .device_header = "kernels/llm/gate_up_silu.h",
-    .device_prologue = "evt::kernels::llm::gate_up_silu_prologue",
+    .device_stream = "evt::kernels::llm::gate_up_silu_stream",
     .relative_cost = 2});
 
 }  // namespace evt::kernels::llm

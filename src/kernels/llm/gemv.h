@@ -1,37 +1,40 @@
 #pragma once
-// The matrix-vector core of every projection tile: rows [n0, n1) of a bf16 weight matrix times
-// the activations of every token of the step, over the columns [k0, k1), with the input's RMSNorm
-// optionally fused in.
+// The core of every projection tile: the 16-row groups [g0, g0 + groups) of a tiled bf16 weight
+// matrix (weight_tiles.h) times the activations of every token of the step, over the columns
+// [k0, k1), with the input's RMSNorm optionally fused in.
 //
-// Decode streams each weight once, so the design is about keeping loads in flight:
-//  1. The block stages the tile's activations in shared memory once, normalized and rounded to
-//     bf16 (as Hugging Face feeds its bf16 linears), up to kChunkTokens tokens at a time.
-//  2. The tile's rows form groups of kGroupRows; (group, 32-column block) pairs are dealt out to
-//     the warps in equal contiguous runs, so every warp streams the same number of bytes whatever
-//     the tile's shape, splitting K inside a group where the groups are fewer than the warps.
-//  3. A warp multiplies with tensor cores (mma m16n8k16: 16 weight rows x 8 tokens): each lane
-//     loads 16 contiguous bytes of two weight rows per 32 columns, kUnroll blocks ahead, and
-//     16 bytes of one token's activations from shared memory. The MMA sums over k in any order,
-//     so the columns are permuted to make those loads contiguous (mma_segment below).
-//  4. Each warp's partial sums land in a shared-memory slot; the block adds the slots of each
-//     group and hands each (token, output) to the caller's epilogue.
-// On the host (a block of one thread) the same staging and slots run, with a scalar multiply.
+// Decode reads each weight once, so the design is about the weight stream:
+//  1. The weights arrive as the task's stream (kernels/weight_stream.h): on the GPU the loader
+//     warp copies them into a shared-memory ring ahead of the body, across its dependency wait;
+//     the body only reads shared memory.
+//  2. The block stages the tile's activations in shared memory once per pass of up to
+//     kPassTokens tokens, normalized and rounded to bf16 (as Hugging Face feeds its bf16
+//     linears), columns past k1 zeroed.
+//  3. Each warp owns whole groups (or, when the groups are fewer than the warps, a group and
+//     every P-th k-block of it) and keeps their sums in registers for the whole pass: tile (g, kb)
+//     of the stream is two mma.m16n8k16 (16 weight rows x 8 tokens x 32 columns) per 8 tokens.
+//  4. At the end of a pass each warp leaves its sums in its shared-memory slots; the block adds
+//     the slots of each group in a fixed order (the results do not depend on timing) and hands
+//     each (token, output) to the caller's epilogue.
+// On the host (a block of one thread) the same staging, stream and slots run with a scalar
+// multiply, the one thread playing the GPU block's warps in turn, so the CPU tests cover how the
+// work is dealt out and added back up.
 
 #include "kernels/block_scratch.h"
 #include "kernels/llm/warp_ops.h"
+#include "kernels/llm/weight_tiles.h"
+#include "kernels/weight_stream.h"
 
 namespace evt::kernels::llm {
 
-inline constexpr int kGroupRows = 16;    // weight rows one MMA covers
-inline constexpr int kChunkTokens = 16;  // tokens one pass multiplies: two 8-token MMA column tiles
-inline constexpr int kBlockK = 32;       // columns per two MMAs (k = 16 each)
-inline constexpr int kUnroll = 4;        // column blocks whose weights a lane loads before using one
-inline constexpr int kSlotFloats = kGroupRows * kChunkTokens;  // one warp's sums for one group
-inline constexpr int kMaxWarps = 32;   // of a 1024-thread block: the norm's partial sums
-inline constexpr int64_t kPrefetchBlocks = 8;  // column blocks per row the prologue pulls into L2
-// The host's one thread plays the warps of a decode block (decode_config.h) in turn, so that the
-// CPU tests cover how a tile's work is dealt out to the GPU's warps and added back up.
-inline constexpr int kHostWarps = 16;
+static_assert(kTileBytes == kStreamTileBytes, "the stream moves whole weight tiles");
+
+inline constexpr int kPassTokens = 16;       // tokens one pass multiplies: two 8-token MMA column tiles
+inline constexpr int kMaxGroupsPerWarp = 2;  // so a tile may hold up to 2 x warps groups
+inline constexpr int kSlotFloats = kTileRows * kPassTokens;  // one warp's sums for one group
+inline constexpr int kMaxWarps = 32;                         // of a 1024-thread block: the norm's partial sums
+// The warps the host's one thread plays: the GPU decode block's (decode_config.h).
+inline constexpr int kHostWarps = 15;
 
 template <class Block>
 EVT_HD int gemv_warps(const Block& b) {
@@ -54,59 +57,97 @@ struct GemvInput {
   float eps = 0;
 };
 
-// How a tile's work is laid out in scratch and over the warps; every thread computes the same.
-struct GemvPlan {
-  int64_t blocks_k;  // 32-column blocks of [k0, k1)
-  int64_t stride;    // staged row length, elements (staged_row)
-  int64_t chunk;     // tokens staged per pass
-  int64_t groups;    // row groups of the tile
-  int64_t round;     // groups per round: each round's slots fit the scratch
-  float* red;        // kMaxWarps sum-of-squares partials
-  float* scale;      // kChunkTokens RMSNorm scales
-  float* slots;      // (round + warps - 1) x kSlotFloats
-  uint16_t* stage;   // chunk x stride bf16
+// One tile's GEMV, built once by a tile function and handed to gemv_run (in its body) and
+// gemv_stream (its weight stream), so that both see the same tiles. kRows = 1: output n is row n
+// of the matrix. kRows = 2: the matrix holds two matrices in each 16-row group (gate and up,
+// weight_tiles.h), output n is row n % 8 of group n / 8 in each, and the epilogue gets both dots.
+template <int kRows_, class Epilogue>
+struct GemvJob {
+  static constexpr int kRows = kRows_;
+  GemvInput in;
+  const uint16_t* w = nullptr;  // the tiled matrix
+  int64_t matrix_groups = 0;    // its row groups
+  int64_t g0 = 0, groups = 0;   // this tile's
+  int64_t k0 = 0, k1 = 0;       // columns; k0 a multiple of kTileCols, k1 - k0 of 8
+  int64_t outputs = 0;          // outputs at or past this are not handed to the epilogue
+  Epilogue epi;                 // epi(t, n, v): v[r] is the dot product of matrix r, token t
 };
 
-inline constexpr int64_t kGemvHeaderBytes = (kMaxWarps + kChunkTokens) * 4;
+// How a tile's work is laid out in scratch and over the warps; every thread computes the same.
+struct GemvPlan {
+  int warps;            // W
+  int per_group;        // P: warps sharing one group (1 when groups > W)
+  int groups_per_warp;  // Q: groups one warp owns (1 unless groups > W)
+  int64_t kblocks;      // 32-column blocks of [k0, k1)
+  int64_t stride;       // staged row length, elements (staged_row)
+  int64_t pass_tokens;  // tokens staged per pass
+  int64_t passes;
+  float* red;           // kMaxWarps sum-of-squares partials
+  float* scale;         // kPassTokens RMSNorm scales
+  float* slots;         // W x Q x kSlotFloats
+  uint16_t* stage;      // pass_tokens x stride bf16
+};
 
-// 32-column blocks of a tile `k` columns wide, and the length of a staged row, in elements:
-// whole blocks, one more when that makes rows 64 bytes apart modulo 128 (no bank conflicts).
-EVT_HD constexpr int64_t column_blocks(int64_t k) { return (k + kBlockK - 1) / kBlockK; }
-EVT_HD constexpr int64_t staged_row(int64_t k) {
-  return column_blocks(k) * kBlockK + (column_blocks(k) % 2 == 0 ? kBlockK : 0);
+inline constexpr int64_t kGemvHeaderBytes = (kMaxWarps + kPassTokens) * 4;
+
+// The length of a staged row for `kblocks` column blocks, in elements: one more block when that
+// puts rows 64 bytes apart modulo 128, so that the 8 lanes of a quarter warp loading 16 bytes of
+// tokens g, g + 1 hit distinct banks.
+EVT_HD constexpr int64_t staged_row(int64_t kblocks) { return kblocks * kTileCols + (kblocks % 2 == 0 ? kTileCols : 0); }
+
+EVT_HD constexpr int gemv_groups_per_warp(int64_t groups, int warps) {
+  return groups <= warps ? 1 : static_cast<int>((groups + warps - 1) / warps);
+}
+EVT_HD constexpr int64_t gemv_slot_bytes(int64_t groups, int warps) {
+  return int64_t{warps} * gemv_groups_per_warp(groups, warps) * kSlotFloats * 4;
+}
+// The scratch a tile of `groups` groups over `k` columns uses with every token of a pass
+// staged, and the least it runs in (one token a pass).
+EVT_HD constexpr int64_t gemv_scratch_bytes(int64_t k, int64_t groups, int64_t tokens, int warps) {
+  const int64_t staged = tokens < kPassTokens ? tokens : kPassTokens;
+  return kGemvHeaderBytes + gemv_slot_bytes(groups, warps) + staged * staged_row((k + kTileCols - 1) / kTileCols) * 2;
+}
+EVT_HD constexpr int64_t gemv_min_scratch(int64_t k, int64_t groups, int warps) {
+  return gemv_scratch_bytes(k, groups, 1, warps);
 }
 
-// The scratch a tile over `k` columns of `tokens` tokens uses: all its tokens staged at once (up
-// to kChunkTokens) and rounds of 17 groups. gemv_min_scratch: the least it runs in, one token
-// and one group at a time.
-EVT_HD constexpr int64_t gemv_scratch_bytes(int64_t k, int64_t tokens, int warps, int64_t round = 17) {
-  const int64_t row_bytes = staged_row(k) * 2;
-  const int64_t staged = tokens < kChunkTokens ? tokens : kChunkTokens;
-  return kGemvHeaderBytes + (warps + round - 1) * kSlotFloats * 4 + staged * row_bytes;
-}
-EVT_HD constexpr int64_t gemv_min_scratch(int64_t k, int warps) { return gemv_scratch_bytes(k, 1, warps, 1); }
-
-template <int kRows>
-EVT_HD inline GemvPlan gemv_plan(int warps, int64_t tokens, int64_t n0, int64_t n1, int64_t k0, int64_t k1) {
-  const Scratch s = block_scratch();
+template <class Block, class Job>
+EVT_HD GemvPlan gemv_plan(const Block& b, const Job& j) {
+  const Scratch s = b.scratch();
   GemvPlan p;
-  p.blocks_k = column_blocks(k1 - k0);
-  p.stride = staged_row(k1 - k0);
-  constexpr int64_t outs = kGroupRows / kRows;
-  p.groups = (n1 - n0 + outs - 1) / outs;
-  const int64_t slot_bytes = kSlotFloats * 4, row_bytes = p.stride * 2;
-  const int64_t room = s.bytes - kGemvHeaderBytes - warps * slot_bytes;
-  p.chunk = max_of<int64_t>(1, min_of<int64_t>(min_of<int64_t>(kChunkTokens, tokens), room / row_bytes));
-  p.round = min_of<int64_t>(p.groups, (room - p.chunk * row_bytes) / slot_bytes + 1);
+  p.warps = gemv_warps(b);
+  p.groups_per_warp = gemv_groups_per_warp(j.groups, p.warps);
+  p.per_group = j.groups <= p.warps ? static_cast<int>(p.warps / max_of<int64_t>(j.groups, 1)) : 1;
+  p.kblocks = (j.k1 - j.k0 + kTileCols - 1) / kTileCols;
+  p.stride = staged_row(p.kblocks);
+  const int64_t room = s.bytes - kGemvHeaderBytes - gemv_slot_bytes(j.groups, p.warps);
+  p.pass_tokens = max_of<int64_t>(1, min_of<int64_t>(min_of<int64_t>(kPassTokens, j.in.tokens), room / (p.stride * 2)));
+  p.passes = (j.in.tokens + p.pass_tokens - 1) / p.pass_tokens;
   p.red = reinterpret_cast<float*>(s.data);
   p.scale = p.red + kMaxWarps;
-  p.slots = p.scale + kChunkTokens;
-  p.stage = reinterpret_cast<uint16_t*>(p.slots + (p.round + warps - 1) * kSlotFloats);
+  p.slots = p.scale + kPassTokens;
+  p.stage = reinterpret_cast<uint16_t*>(p.slots + p.warps * p.groups_per_warp * kSlotFloats);
   return p;
 }
 
-// Stages tokens [c0, c0 + count) of the input, columns [k0, k1), as bf16(x * norm scale * norm_w)
-// (or bf16(x) without a norm). Ends with a block barrier.
+// The tile's weight stream: its groups over its k-blocks, once per pass.
+template <class Block, class Job>
+EVT_HD WeightStream gemv_stream(const Block& b, const Job& j) {
+  const GemvPlan p = gemv_plan(b, j);
+  WeightStream s;
+  s.base = reinterpret_cast<const unsigned char*>(j.w);
+  s.stride = j.matrix_groups;
+  s.g0 = j.g0;
+  s.groups = j.groups;
+  s.kb0 = j.k0 / kTileCols;
+  s.kblocks = p.kblocks;
+  s.passes = p.passes;
+  return s;
+}
+
+// Stages tokens [c0, c0 + count) of the input, columns [k0, k0 + kblocks * 32), as
+// bf16(x * norm scale * norm_w) (or bf16(x) without a norm), zero past k1. Ends with a block
+// barrier.
 template <class Block>
 EVT_HD void stage_tokens(const Block& b, const GemvInput& in, const GemvPlan& p, int64_t c0, int64_t count, int64_t k0,
                          int64_t k1) {
@@ -133,31 +174,46 @@ EVT_HD void stage_tokens(const Block& b, const GemvInput& in, const GemvPlan& p,
     }
     b.sync();
   }
-  const int64_t octets = (k1 - k0) / 8;
+  const int64_t octets = p.kblocks * kTileCols / 8;
   for (int64_t i = b.thread(); i < count * octets; i += b.threads()) {
     const int64_t t = i / octets, k = k0 + 8 * (i % octets);
-    float v[8];
-    load8_f32(in.x + (c0 + t) * in.ld + k, v);
-    if (in.norm_w != nullptr) {
-      float g[8];
-      load8_bf16(in.norm_w + k, g);
-      for (int j = 0; j < 8; ++j) v[j] *= g[j] * p.scale[t];
+    float v[8] = {};
+    if (k < k1) {
+      load8_f32(in.x + (c0 + t) * in.ld + k, v);
+      if (in.norm_w != nullptr) {
+        float g[8];
+        load8_bf16(in.norm_w + k, g);
+        for (int j = 0; j < 8; ++j) v[j] *= g[j] * p.scale[t];
+      }
     }
     store_bf16x8(p.stage + t * p.stride + (k - k0), v);
   }
   b.sync();
 }
 
-// The weight rows of group `first` (its first output): kRows = 1 puts outputs first..first+15 on
-// the group's rows; kRows = 2 (gate and up) puts outputs first..first+7 on rows 0-7 (matrix 0)
-// and 8-15 (matrix 1). Rows of outputs at or past n1 are null.
-template <int kRows, class RowPtrs>
-EVT_HD inline const uint16_t* group_row(int64_t first, int64_t n1, int r, RowPtrs& rows) {
-  const int64_t n = kRows == 1 ? first + r : first + r % 8;
-  if (n >= n1) return nullptr;
-  const uint16_t* w[kRows];
-  rows(n, w);
-  return w[kRows == 1 ? 0 : r / 8];
+// Calls fn(i, q) for each tile i of [lo, hi) (indices into a pass's tile sequence, k-block-major
+// over the job's groups) that warp w multiplies, q being which of its groups the tile belongs to.
+template <class Fn>
+EVT_HD void for_warp_tiles(const GemvPlan& p, int64_t groups, int w, int64_t lo, int64_t hi, Fn&& fn) {
+  if (groups <= p.warps) {
+    if (w >= p.per_group * groups) return;
+    const int64_t g = w % groups, phase = w / groups;
+    int64_t kb = lo <= g ? 0 : (lo - g + groups - 1) / groups;  // the first k-block whose tile of g is in range
+    kb += (phase - kb % p.per_group + p.per_group) % p.per_group;
+    for (; kb * groups + g < hi; kb += p.per_group) fn(kb * groups + g, 0);
+  } else {
+    for (int64_t kb = lo / groups; kb * groups < hi; ++kb) {
+      for (int q = 0; q < p.groups_per_warp; ++q) {
+        const int64_t i = kb * groups + w + int64_t{q} * p.warps;
+        if (w + int64_t{q} * p.warps < groups && i >= lo && i < hi) fn(i, q);
+      }
+    }
+  }
+}
+
+// The slot where warp-slot (w, q) leaves its sums: kTileRows rows x kPassTokens tokens.
+EVT_HD inline float* gemv_slot(const GemvPlan& p, int w, int q) {
+  return p.slots + (int64_t{w} * p.groups_per_warp + q) * kSlotFloats;
 }
 
 #if defined(__CUDA_ARCH__)
@@ -172,177 +228,147 @@ __device__ inline void mma_bf16(float* d, uint32_t a0, uint32_t a1, uint32_t a2,
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-// One warp: column blocks [a, e) of one group into `slot`. Lane (g, c) loads columns
-// 8c..8c+7 of each 32-column block from rows g and g+8 and from tokens g (and g + 8): with k
-// slots 2c, 2c+1, 2c+8, 2c+9 of the first MMA holding columns 8c..8c+3 and those of the second
-// 8c+4..8c+7, A and B see the same permutation of k, so the sum is unchanged.
-template <int kRows, int kTiles, class RowPtrs>
-__device__ void mma_segment(const GemvPlan& p, int64_t count, int64_t k0, int64_t k1, int64_t first, int64_t n1,
-                            int64_t a, int64_t e, RowPtrs& rows, float* slot) {
-  const int lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
-  const uint16_t* lo = group_row<kRows>(first, n1, g, rows);
-  const uint16_t* hi = group_row<kRows>(first, n1, g + 8, rows);
-  const uint16_t* x[kTiles];
-  for (int nt = 0; nt < kTiles; ++nt) x[nt] = p.stage + min_of<int64_t>(nt * 8 + g, count - 1) * p.stride + 8 * c;
-  float acc[kTiles][4] = {};
-  const uint4 zero = make_uint4(0, 0, 0, 0);
-  for (int64_t kb = a; kb < e; kb += kUnroll) {
-    uint4 wl[kUnroll], wh[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int64_t col = (kb + u) * kBlockK + 8 * c;
-      const bool ok = kb + u < e && k0 + col < k1;
-      wl[u] = ok && lo != nullptr ? __ldcs(reinterpret_cast<const uint4*>(lo + k0 + col)) : zero;
-      wh[u] = ok && hi != nullptr ? __ldcs(reinterpret_cast<const uint4*>(hi + k0 + col)) : zero;
-    }
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const bool ok = kb + u < e && k0 + (kb + u) * kBlockK + 8 * c < k1;
-#pragma unroll
-      for (int nt = 0; nt < kTiles; ++nt) {
-        const uint4 xv = ok ? *reinterpret_cast<const uint4*>(x[nt] + (kb + u) * kBlockK) : zero;
-        mma_bf16(acc[nt], wl[u].x, wh[u].x, wl[u].y, wh[u].y, xv.x, xv.y);
-        mma_bf16(acc[nt], wl[u].z, wh[u].z, wl[u].w, wh[u].w, xv.z, xv.w);
-      }
-    }
+// One weight tile (k-block kb of the pass) times kNT 8-token column tiles of the staged
+// activations: lane (g, c) reads its A registers of both MMAs from the tile's two halves and
+// columns 8c .. 8c+7 of token g's staged row, the B registers of both (weight_tiles.h).
+template <int kNT>
+__device__ inline void mma_tile(const unsigned char* tile, const uint16_t* const (&x)[kNT], int64_t kb,
+                                float (&acc)[kNT][4]) {
+  const int lane = threadIdx.x % 32;
+  const uint4 a0 = *reinterpret_cast<const uint4*>(tile + lane * 16);
+  const uint4 a1 = *reinterpret_cast<const uint4*>(tile + kTileBytes / 2 + lane * 16);
+  EVT_UNROLL
+  for (int nt = 0; nt < kNT; ++nt) {
+    const uint4 xv = *reinterpret_cast<const uint4*>(x[nt] + kb * kTileCols);
+    mma_bf16(acc[nt], a0.x, a0.y, a0.z, a0.w, xv.x, xv.y);
+    mma_bf16(acc[nt], a1.x, a1.y, a1.z, a1.w, xv.z, xv.w);
   }
-  for (int nt = 0; nt < kTiles; ++nt) {
-    const int col = nt * 8 + 2 * c;
-    slot[g * kChunkTokens + col] = acc[nt][0];
-    slot[g * kChunkTokens + col + 1] = acc[nt][1];
-    slot[(g + 8) * kChunkTokens + col] = acc[nt][2];
-    slot[(g + 8) * kChunkTokens + col + 1] = acc[nt][3];
+}
+
+// A warp's share of one pass: every chunk of the pass from the reader, its tiles into registers,
+// then its sums into its slots.
+template <int kNT, class Reader>
+__device__ void gemv_pass_warp(const GemvPlan& p, int64_t groups, int64_t count, const WeightStream& s,
+                               Reader& reader) {
+  const int w = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
+  const int g = lane / 4, c = lane % 4;
+  const uint16_t* x[kNT];
+  EVT_UNROLL
+  for (int nt = 0; nt < kNT; ++nt) x[nt] = p.stage + min_of<int64_t>(nt * 8 + g, count - 1) * p.stride + 8 * c;
+  float acc0[kNT][4] = {}, acc1[kNT][4] = {};
+  for (int64_t chunk = 0; chunk < s.chunks_per_pass(); ++chunk) {
+    const unsigned char* tiles = reader.acquire();
+    const int64_t lo = chunk * kChunkTiles;
+    for_warp_tiles(p, groups, w, lo, lo + s.chunk_tiles(chunk), [&](int64_t i, int q) {
+      if (q == 0) {
+        mma_tile<kNT>(tiles + (i - lo) * kTileBytes, x, i / groups, acc0);
+      } else {
+        mma_tile<kNT>(tiles + (i - lo) * kTileBytes, x, i / groups, acc1);
+      }
+    });
+    reader.release();
+  }
+  for (int q = 0; q < p.groups_per_warp; ++q) {
+    float* slot = gemv_slot(p, w, q);
+    EVT_UNROLL
+    for (int nt = 0; nt < kNT; ++nt) {
+      const float* d = q == 0 ? acc0[nt] : acc1[nt];
+      const int col = nt * 8 + 2 * c;
+      slot[g * kPassTokens + col] = d[0];
+      slot[g * kPassTokens + col + 1] = d[1];
+      slot[(g + 8) * kPassTokens + col] = d[2];
+      slot[(g + 8) * kPassTokens + col + 1] = d[3];
+    }
   }
 }
 #endif
 
-// The same on the host: a block of one thread.
-template <int kRows, class RowPtrs>
-inline void scalar_segment(const GemvPlan& p, int64_t count, int64_t k0, int64_t k1, int64_t first, int64_t n1,
-                           int64_t a, int64_t e, RowPtrs& rows, float* slot) {
-  const int64_t c1 = min_of<int64_t>(e * kBlockK, k1 - k0);
-  for (int r = 0; r < kGroupRows; ++r) {
-    const uint16_t* w = group_row<kRows>(first, n1, r, rows);
-    for (int64_t t = 0; t < count; ++t) {
-      float sum = 0;
-      for (int64_t col = a * kBlockK; w != nullptr && col < c1; ++col) {
-        sum += bf16_to_f32(w[k0 + col]) * bf16_to_f32(p.stage[t * p.stride + col]);
-      }
-      slot[r * kChunkTokens + t] = sum;
+// The same on the host: the one thread plays each warp in turn, chunk by chunk, with a scalar
+// multiply in float, adding into the slots.
+template <class Reader>
+inline void gemv_pass_host(const GemvPlan& p, int64_t groups, int64_t count, const WeightStream& s, Reader& reader) {
+  for (int w = 0; w < p.warps; ++w) {
+    for (int q = 0; q < p.groups_per_warp; ++q) {
+      float* slot = gemv_slot(p, w, q);
+      for (int i = 0; i < kSlotFloats; ++i) slot[i] = 0;
     }
+  }
+  for (int64_t chunk = 0; chunk < s.chunks_per_pass(); ++chunk) {
+    const unsigned char* tiles = reader.acquire();
+    const int64_t lo = chunk * kChunkTiles;
+    for (int w = 0; w < p.warps; ++w) {
+      for_warp_tiles(p, groups, w, lo, lo + s.chunk_tiles(chunk), [&](int64_t i, int q) {
+        const auto* tile = reinterpret_cast<const uint16_t*>(tiles + (i - lo) * kTileBytes);
+        float* slot = gemv_slot(p, w, q);
+        for (int r = 0; r < kTileRows; ++r) {
+          for (int64_t t = 0; t < count; ++t) {
+            const uint16_t* x = p.stage + t * p.stride + i / groups * kTileCols;
+            float sum = 0;
+            for (int j = 0; j < kTileCols; ++j) sum += bf16_to_f32(tile[tile_element(r, j)]) * bf16_to_f32(x[j]);
+            slot[r * kPassTokens + t] += sum;
+          }
+        }
+      });
+    }
+    reader.release();
   }
 }
 
-// One tile's GEMV, built once by a tile function and handed to gemv_run (in its body) and
-// gemv_prefetch (in its prologue), so that both see the same rows.
-template <int kRows_, class RowPtrs, class Epilogue>
-struct GemvJob {
-  static constexpr int kRows = kRows_;
-  GemvInput in;
-  int64_t n0, n1, k0, k1;
-  RowPtrs rows;
-  Epilogue epi;
-};
-
-template <int kRows, class RowPtrs, class Epilogue>
-EVT_HD GemvJob<kRows, RowPtrs, Epilogue> gemv_job(const GemvInput& in, int64_t n0, int64_t n1, int64_t k0, int64_t k1,
-                                                  RowPtrs rows, Epilogue epi) {
-  return GemvJob<kRows, RowPtrs, Epilogue>{in, n0, n1, k0, k1, rows, epi};
-}
-
-// A job's `rows(n, w)` sets w[r] to the start of weight row r of output n (r < kRows), and its
-// `epi(t, n, v)` receives the kRows dot products of token t. k0 and k1 - k0 must be multiples of
-// 8, the weight rows and activation rows 16-byte aligned (x and ld multiples of 4 floats), and the
-// scratch at least gemv_min_scratch(k1 - k0, warps).
+// The tile: every pass stages its tokens, streams the weights once, and hands each (token,
+// output) to the epilogue (an empty column range gives zeros). The weights must be the stream
+// gemv_stream(b, j) describes; the scratch at least gemv_min_scratch(k1 - k0, groups, warps).
 template <class Block, class Job>
 EVT_HD void gemv_run(const Block& b, const Job& j) {
   constexpr int kRows = Job::kRows;
-  const GemvInput& in = j.in;
-  const int64_t n0 = j.n0, n1 = j.n1, k0 = j.k0, k1 = j.k1;
-  constexpr int64_t outs = kGroupRows / kRows;
-  const int64_t nwarps = gemv_warps(b);
-  const GemvPlan p = gemv_plan<kRows>(static_cast<int>(nwarps), in.tokens, n0, n1, k0, k1);
-  for (int64_t c0 = 0; c0 < in.tokens; c0 += p.chunk) {
-    const int64_t count = min_of<int64_t>(p.chunk, in.tokens - c0);
-    stage_tokens(b, in, p, c0, count, k0, k1);
-    for (int64_t g0 = 0; g0 < p.groups; g0 += p.round) {
-      const int64_t round = min_of<int64_t>(p.round, p.groups - g0);
-      // Warp w takes the (group, column block) pairs [w N / W, (w + 1) N / W) of this round,
-      // writing the sums of group i into slot i + w (distinct: a later warp starts no earlier).
-      const int64_t total = round * p.blocks_k;
+  constexpr int64_t outs = kTileRows / kRows;
+  const GemvPlan p = gemv_plan(b, j);
+  const WeightStream s = gemv_stream(b, j);
+  auto reader = b.weights(s);
+  for (int64_t pass = 0; pass < p.passes; ++pass) {
+    const int64_t c0 = pass * p.pass_tokens, count = min_of<int64_t>(p.pass_tokens, j.in.tokens - c0);
+    stage_tokens(b, j.in, p, c0, count, j.k0, j.k1);
 #if defined(__CUDA_ARCH__)
-      const int64_t w = warp(b);
-#else
-      for (int64_t w = 0; w < nwarps; ++w)
-#endif
-      for (int64_t f = w * total / nwarps, end = (w + 1) * total / nwarps; f < end;) {
-        const int64_t i = f / p.blocks_k, stop = min_of<int64_t>(end, (i + 1) * p.blocks_k);
-        const int64_t first = n0 + (g0 + i) * outs, a = f - i * p.blocks_k, e = stop - i * p.blocks_k;
-        float* slot = p.slots + (i + w) * kSlotFloats;
-#if defined(__CUDA_ARCH__)
-        if (count > 8) {
-          mma_segment<kRows, 2>(p, count, k0, k1, first, n1, a, e, j.rows, slot);
-        } else {
-          mma_segment<kRows, 1>(p, count, k0, k1, first, n1, a, e, j.rows, slot);
-        }
-#else
-        scalar_segment<kRows>(p, count, k0, k1, first, n1, a, e, j.rows, slot);
-#endif
-        f = stop;
-      }
-      b.sync();
-      // (token, output) pairs, outputs fastest so that the epilogue's stores are contiguous.
-      for (int64_t q = b.thread(); q < count * round * outs; q += b.threads()) {
-        const int64_t t = q / (round * outs), i = q % (round * outs) / outs, o = q % outs;
-        const int64_t n = n0 + (g0 + i) * outs + o;
-        if (n >= n1) continue;
-        float v[kRows] = {};
-        for (int64_t u = 0; u < nwarps; ++u) {
-          const int64_t ub = u * total / nwarps, ue = (u + 1) * total / nwarps;
-          // Warp u holds a part of group i only if its run is not empty and meets the group's.
-          if (ub == ue || ue <= i * p.blocks_k || ub >= (i + 1) * p.blocks_k) continue;
-          const float* slot = p.slots + (i + u) * kSlotFloats;
-          for (int r = 0; r < kRows; ++r) v[r] += slot[(o + r * outs) * kChunkTokens + t];
-        }
-        j.epi(c0 + t, n, v);
-      }
-      b.sync();  // the next round or chunk reuses the slots and the stage
+    if (count > 8) {
+      gemv_pass_warp<2>(p, j.groups, count, s, reader);
+    } else {
+      gemv_pass_warp<1>(p, j.groups, count, s, reader);
     }
-  }
-}
-
-// The prologue's half of gemv_run: before the tile waits for its input, pull into L2 the first
-// kPrefetchBlocks column blocks of each warp's first group, the weights it will load first.
-template <class Block, class Job>
-EVT_HD void gemv_prefetch(const Block& b, const Job& j) {
-#if defined(__CUDA_ARCH__)
-  constexpr int kRows = Job::kRows;
-  const int64_t n0 = j.n0, n1 = j.n1, k0 = j.k0, k1 = j.k1;
-  const int64_t nwarps = gemv_warps(b), w = warp(b);
-  const GemvPlan p = gemv_plan<kRows>(static_cast<int>(nwarps), j.in.tokens, n0, n1, k0, k1);
-  const int64_t total = min_of<int64_t>(p.round, p.groups) * p.blocks_k, f = w * total / nwarps;
-  const int r = lane(b);
-  if (r >= kGroupRows || f >= (w + 1) * total / nwarps) return;
-  const int64_t i = f / p.blocks_k, a = f - i * p.blocks_k;
-  const uint16_t* row = group_row<kRows>(n0 + i * (kGroupRows / kRows), n1, r, j.rows);
-  const int64_t begin = k0 + a * kBlockK, end = min_of<int64_t>(k1, begin + kPrefetchBlocks * kBlockK);
-  if (row != nullptr && begin < end) {
-    const uint32_t bytes = static_cast<uint32_t>(2 * (end - begin));
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(row + begin), "r"(bytes) : "memory");
-  }
 #else
-  (void)b, (void)j;
+    gemv_pass_host(p, j.groups, count, s, reader);
 #endif
+    b.sync();
+    // (token, output) pairs, outputs fastest so that the epilogue's stores are contiguous. Group
+    // gi's sums are in the slots of warps gi + u * groups (u < P), or of warp gi % W (its
+    // (gi / W)-th group), added in that order.
+    for (int64_t e = b.thread(); e < count * j.groups * outs; e += b.threads()) {
+      const int64_t t = e / (j.groups * outs), gi = e % (j.groups * outs) / outs, o = e % outs;
+      const int64_t n = (j.g0 + gi) * outs + o;
+      if (n >= j.outputs) continue;
+      float v[kRows] = {};
+      for (int u = 0; u < p.per_group; ++u) {
+        const float* slot = j.groups <= p.warps ? gemv_slot(p, static_cast<int>(gi + u * j.groups), 0)
+                                                : gemv_slot(p, static_cast<int>(gi % p.warps), static_cast<int>(gi / p.warps));
+        for (int r = 0; r < kRows; ++r) v[r] += slot[(o + r * outs) * kPassTokens + t];
+      }
+      j.epi(c0 + t, n, v);
+    }
+    b.sync();  // the next pass reuses the slots and the stage
+  }
 }
 
-// out = residual + x W^T over the rows [n0, n1): the projections that end the attention and MLP
-// blocks. x is tokens x k (row stride k), W is rows x k, residual and out are tokens x width.
-EVT_HD inline auto residual_job(const float* x, int64_t tokens, int64_t k, const uint16_t* w, int64_t n0, int64_t n1,
-                                const float* residual, float* out, int64_t width) {
-  return gemv_job<1>(
-      GemvInput{.x = x, .ld = k, .tokens = tokens}, n0, n1, 0, k,
-      [=](int64_t r, const uint16_t** p) { p[0] = w + r * k; },
-      [=](int64_t t, int64_t r, const float* v) { out[t * width + r] = residual[t * width + r] + v[0]; });
+template <int kRows, class Epilogue>
+EVT_HD GemvJob<kRows, Epilogue> gemv_job(const GemvInput& in, const uint16_t* w, int64_t matrix_rows, int64_t g0,
+                                         int64_t groups, int64_t k0, int64_t k1, int64_t outputs, Epilogue epi) {
+  return GemvJob<kRows, Epilogue>{in, w, (matrix_rows + kTileRows - 1) / kTileRows, g0, groups, k0, k1, outputs, epi};
+}
+
+// out = residual + x W^T over the 16-row groups [g0, g0 + groups) of W (rows x k, tiled): the
+// projections that end the attention and MLP blocks. x is tokens x k (row stride k), residual
+// and out are tokens x rows.
+EVT_HD inline auto residual_job(const float* x, int64_t tokens, int64_t k, const uint16_t* w, int64_t rows, int64_t g0,
+                                int64_t groups, const float* residual, float* out) {
+  return gemv_job<1>(GemvInput{.x = x, .ld = k, .tokens = tokens}, w, rows, g0, groups, 0, k, rows,
+                     [=](int64_t t, int64_t r, const float* v) { out[t * rows + r] = residual[t * rows + r] + v[0]; });
 }
 
 }  // namespace evt::kernels::llm

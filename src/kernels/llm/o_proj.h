@@ -12,8 +12,9 @@ EVT_HD inline auto o_proj_job(const int64_t* tile, const DevBuffer* reads, const
   const int32_t* cfg = reads[0].as<const int32_t>();
   const int64_t l = tile[0], tokens = reads[2].dim(0), width = reads[2].dim(1), hidden = writes[0].dim(1);
   const Range rows = tile_range(tile[1], cfg[kCfgRowsH], hidden);
-  return residual_job(reads[2].as<const float>(), tokens, width, weight<uint16_t>(reads[1], l, kWo), rows.begin,
-                      rows.end, reads[3].as<const float>() + (l % 2) * tokens * hidden, writes[0].as<float>(), hidden);
+  return residual_job(reads[2].as<const float>(), tokens, width, weight<uint16_t>(reads[1], l, kWo), hidden,
+                      rows.begin / kTileRows, tile_groups(rows), reads[3].as<const float>() + (l % 2) * tokens * hidden,
+                      writes[0].as<float>());
 }
 
 template <class Block>
@@ -22,8 +23,8 @@ EVT_HD void o_proj_body(const Block& b, const int64_t* tile, const DevBuffer* re
 }
 
 template <class Block>
-EVT_HD void o_proj_prologue(const Block& b, const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
-  gemv_prefetch(b, o_proj_job(tile, reads, writes));
+EVT_HD WeightStream o_proj_stream(const Block& b, const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
+  return gemv_stream(b, o_proj_job(tile, reads, writes));
 }
 
 }  // namespace evt::kernels::llm

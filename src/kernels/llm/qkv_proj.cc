@@ -2,6 +2,8 @@
 
 #include "kernels/llm/qkv_proj.h"
 
+#include <algorithm>
+
 #include "kernels/llm/reference_math.h"
 #include "kernels/registry.h"
 
@@ -12,20 +14,14 @@ void qkv_proj_reference(const TileArgs& a) {
   const BufferView &cfg = a.reads[0], &wtab = a.reads[1], &x = a.reads[2], &out = a.writes[0];
   const int64_t l = a.tile[0], head = a.tile[1], ks = a.tile[2];
   const int64_t tokens = x.dim(1), hidden = x.dim(2), width = out.dim(2);
-  const int64_t heads = cfg_at(cfg, kCfgHeads), kv_heads = cfg_at(cfg, kCfgKvHeads), d = cfg_at(cfg, kCfgHeadDim);
-  const int64_t split = cfg_at(cfg, kCfgQkvSplitLen);
-  const WeightColumn column = head < heads ? kWq : head < heads + kv_heads ? kWk : kWv;
-  const int64_t first_row = (head - (head < heads ? 0 : head < heads + kv_heads ? heads : heads + kv_heads)) * d;
-  const uint16_t* w = ref_weight<uint16_t>(wtab, l, column);
+  const int64_t d = cfg_at(cfg, kCfgHeadDim), split = cfg_at(cfg, kCfgQkvSplitLen);
+  const TiledMatrix w = ref_tiled(wtab, l, kWqkv, width);
   for (int64_t t = 0; t < tokens; ++t) {
     const std::vector<double> xn = ref_rmsnorm(x.as<const float>() + ((l % 2) * tokens + t) * hidden, hidden,
                                                ref_weight<uint16_t>(wtab, l, kWinputNorm), cfg_eps(cfg));
-    for (int64_t r = 0; r < d; ++r) {
-      double sum = 0;
-      for (int64_t k = ks * split; k < (ks + 1) * split && k < hidden; ++k) {
-        sum += bf16_to_f32(w[(first_row + r) * hidden + k]) * ref_projection_input(xn[k]);
-      }
-      out.as<float>()[(ks * tokens + t) * width + head * d + r] = static_cast<float>(sum);
+    for (int64_t r = head * d; r < (head + 1) * d; ++r) {
+      const double sum = ref_dot(w, r, std::min(ks * split, hidden), std::min((ks + 1) * split, hidden), xn.data());
+      out.as<float>()[(ks * tokens + t) * width + r] = static_cast<float>(sum);
     }
   }
 }
@@ -38,7 +34,7 @@ EVT_REGISTER_TILE_FUNCTION(qkv_proj, TileFunction{
     .num_reads = 3, .num_writes = 1,
     .cpu = qkv_proj_reference,
     .device_body = "evt::kernels::llm::qkv_proj_body", .device_header = "kernels/llm/qkv_proj.h",
-    .device_prologue = "evt::kernels::llm::qkv_proj_prologue",
+    .device_stream = "evt::kernels::llm::qkv_proj_stream",
     .relative_cost = 1});
 
 }  // namespace evt::kernels::llm

@@ -1,8 +1,8 @@
 #pragma once
 // QKV projection with the input RMSNorm fused in, split over K. Tile (l, n, ks) computes head n
-// of the fused output (query heads first, then key heads, then value heads: head_dim rows of
-// Wq, Wk or Wv) over the ks-th slice of the hidden dim, for every token. The partial sums go to
-// p_qkv[ks]; qkv_finish adds them up. A slice past the hidden dim writes zeros.
+// of the fused output (query heads first, then key heads, then value heads: head_dim rows of the
+// stacked QKV matrix) over the ks-th slice of the hidden dim, for every token. The partial sums go
+// to p_qkv[ks]; qkv_finish adds them up. A slice past the hidden dim writes zeros.
 //   reads (cfg, wtab, x: 2 x T x H f32), writes (p_qkv: KQ x T x (HQ + 2 HKV) D f32)
 
 #include "kernels/llm/decode_config.h"
@@ -14,24 +14,14 @@ EVT_HD inline auto qkv_proj_job(const int64_t* tile, const DevBuffer* reads, con
   const int32_t* cfg = reads[0].as<const int32_t>();
   const int64_t l = tile[0], head = tile[1], ks = tile[2];
   const int64_t tokens = reads[2].dim(1), hidden = reads[2].dim(2);
-  const int64_t heads = cfg[kCfgHeads], kv_heads = cfg[kCfgKvHeads], d = cfg[kCfgHeadDim];
-  const int64_t width = writes[0].dim(2);
-  const uint16_t* w;
-  if (head < heads) {
-    w = weight<uint16_t>(reads[1], l, kWq) + head * d * hidden;
-  } else if (head < heads + kv_heads) {
-    w = weight<uint16_t>(reads[1], l, kWk) + (head - heads) * d * hidden;
-  } else {
-    w = weight<uint16_t>(reads[1], l, kWv) + (head - heads - kv_heads) * d * hidden;
-  }
+  const int64_t d = cfg[kCfgHeadDim], width = writes[0].dim(2);
   const GemvInput in{.x = reads[2].as<const float>() + (l % 2) * tokens * hidden, .ld = hidden, .tokens = tokens,
                      .norm_w = weight<uint16_t>(reads[1], l, kWinputNorm), .norm_len = hidden,
                      .eps = bits_to_f32(cfg[kCfgEpsBits])};
   const Range k = tile_range(ks, cfg[kCfgQkvSplitLen], hidden);
-  float* out = writes[0].as<float>() + ks * tokens * width + head * d;
-  return gemv_job<1>(
-      in, 0, d, k.begin, k.end, [=](int64_t r, const uint16_t** rows) { rows[0] = w + r * hidden; },
-      [=](int64_t t, int64_t r, const float* v) { out[t * width + r] = v[0]; });
+  float* out = writes[0].as<float>() + ks * tokens * width;
+  return gemv_job<1>(in, weight<uint16_t>(reads[1], l, kWqkv), width, head * d / kTileRows, d / kTileRows, k.begin,
+                     k.end, width, [=](int64_t t, int64_t n, const float* v) { out[t * width + n] = v[0]; });
 }
 
 template <class Block>
@@ -40,8 +30,9 @@ EVT_HD void qkv_proj_body(const Block& b, const int64_t* tile, const DevBuffer* 
 }
 
 template <class Block>
-EVT_HD void qkv_proj_prologue(const Block& b, const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
-  gemv_prefetch(b, qkv_proj_job(tile, reads, writes));
+EVT_HD WeightStream qkv_proj_stream(const Block& b, const int64_t* tile, const DevBuffer* reads,
+                                    const DevBuffer* writes) {
+  return gemv_stream(b, qkv_proj_job(tile, reads, writes));
 }
 
 }  // namespace evt::kernels::llm

@@ -8,6 +8,7 @@
 
 #include "kernels/llm/decode_config.h"
 #include "kernels/llm/warp_ops.h"
+#include "kernels/llm/weight_tiles.h"
 #include "kernels/tile_args.h"
 
 namespace evt::kernels::llm {
@@ -35,24 +36,30 @@ inline std::vector<double> ref_rmsnorm(const float* x, int64_t n, const uint16_t
 // the bodies stage it for the tensor cores).
 inline double ref_projection_input(double x) { return bf16_to_f32(f32_to_bf16(static_cast<float>(x))); }
 
-// Row `row` of the bf16 matrix w (cols wide) dotted with x, a projection's input.
+// A tiled projection matrix of `rows` rows (weight_tiles.h).
+inline TiledMatrix ref_tiled(const uint16_t* base, int64_t rows) {
+  return TiledMatrix{base, tiled_shape(rows, 1).groups};
+}
+inline TiledMatrix ref_tiled(const BufferView& wtab, int64_t layer, WeightColumn column, int64_t rows) {
+  return ref_tiled(ref_weight<uint16_t>(wtab, layer, column), rows);
+}
+
+// Row `row` of the tiled bf16 matrix w dotted with x (columns [k0, k1)), a projection's input.
 template <typename X>
-double ref_dot(const uint16_t* w, int64_t row, int64_t cols, const X* x) {
+double ref_dot(const TiledMatrix& w, int64_t row, int64_t k0, int64_t k1, const X* x) {
   double sum = 0;
-  for (int64_t k = 0; k < cols; ++k) {
-    sum += static_cast<double>(bf16_to_f32(w[row * cols + k])) * ref_projection_input(x[k]);
-  }
+  for (int64_t k = k0; k < k1; ++k) sum += static_cast<double>(bf16_to_f32(w.at(row, k))) * ref_projection_input(x[k]);
   return sum;
 }
 
 // out[t][r] = residual[t][r] + W[r] . x[t] over rows [tile * per_tile, ...) of `rows`, for every
 // token: the projections that end a block with the residual add. x is tokens x k; residual and
 // out are tokens x rows.
-inline void ref_residual_projection(const uint16_t* w, const float* x, int64_t tokens, int64_t k, int64_t rows,
+inline void ref_residual_projection(const TiledMatrix& w, const float* x, int64_t tokens, int64_t k, int64_t rows,
                                     int64_t tile, int64_t per_tile, const float* residual, float* out) {
   for (int64_t t = 0; t < tokens; ++t) {
     for (int64_t r = tile * per_tile; r < (tile + 1) * per_tile && r < rows; ++r) {
-      out[t * rows + r] = static_cast<float>(residual[t * rows + r] + ref_dot(w, r, k, x + t * k));
+      out[t * rows + r] = static_cast<float>(residual[t * rows + r] + ref_dot(w, r, 0, k, x + t * k));
     }
   }
 }

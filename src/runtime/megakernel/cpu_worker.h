@@ -6,6 +6,7 @@
 #include <chrono>
 #include <thread>
 
+#include "kernels/block_scratch.h"
 #include "runtime/megakernel/support.h"
 
 namespace evt::mk {
@@ -51,9 +52,15 @@ class CpuWorker {
   // Workers may outnumber cores: yield so the thread being waited for runs.
   void pause() const { std::this_thread::yield(); }
 
-  // The tile-body block interface (tile_body.h): one thread.
+  // The tile-body block interface (tile_body.h): one thread, which copies each chunk of a task's
+  // weight stream as the body acquires it (no loader runs ahead on the host).
   int thread() const { return 0; }
   int threads() const { return 1; }
+  kernels::Scratch scratch() const { return kernels::host_scratch(); }
+  kernels::CopyingStreamReader weights(const kernels::WeightStream& s) const {
+    return kernels::CopyingStreamReader(s, kernels::host_chunk_buffer());
+  }
+  void announce(int64_t) const {}
 
  private:
   int id_, count_;

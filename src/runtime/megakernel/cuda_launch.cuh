@@ -1,69 +1,107 @@
 #pragma once
 // Definitions of CudaLaunch (cuda_launch.h): include from the .cu file that instantiates a graph.
 
+#include "kernels/weight_stream.h"
 #include "runtime/megakernel/cuda_launch.h"
 #include "runtime/megakernel/cuda_worker.cuh"
 
 namespace evt::mk {
 
-template <class MK, int kThreads, Schedule kS>
+// Each block: the consumer threads run the megakernel's loop; the loader warp's lane 0, if the
+// graph has weight streams, fills the ring for the same tasks.
+template <class MK, int kConsumers, int kThreads, Schedule kS>
 __global__ void __launch_bounds__(kThreads, 1)
-    megakernel_entry(const __grid_constant__ typename MK::ParamsType p, const LaunchArgs a) {
+    megakernel_entry(const __grid_constant__ typename MK::ParamsType p, const __grid_constant__ LaunchArgs a) {
   __shared__ uint64_t share_slots[2];
-  CudaWorker w(share_slots);
+  __shared__ RingState ring;
+  CudaWorker w(share_slots, &ring, kConsumers, a.ring_stages, a);
+  w.init();
+  if constexpr (MK::has_streams) {
+    if (w.is_loader()) {
+      if (threadIdx.x % 32 == 0) MK::template load<CudaWorker, kS>(w, p, a);
+      return;
+    }
+  }
   MK::template run<CudaWorker, kS>(w, p, a);
 }
 
-template <class MK, int kThreads>
+template <class MK, int kConsumers, int kThreads>
 __global__ void __launch_bounds__(kThreads, 1)
-    launch_entry(const __grid_constant__ typename MK::ParamsType p, const LaunchArgs a, int64_t k) {
+    launch_entry(const __grid_constant__ typename MK::ParamsType p, const __grid_constant__ LaunchArgs a, int64_t k) {
   __shared__ uint64_t share_slots[2];
-  CudaWorker w(share_slots);
+  __shared__ RingState ring;
+  CudaWorker w(share_slots, &ring, kConsumers, a.ring_stages, a);
+  w.init();
+  if constexpr (MK::has_streams) {
+    if (w.is_loader()) {
+      if (threadIdx.x % 32 == 0) MK::template load_one_launch<CudaWorker>(w, p, a, k);
+      return;
+    }
+  }
   MK::run_one_launch(w, p, a, k);
 }
 
 template <class MK>
 cudaError_t CudaLaunch<MK>::blocks_per_sm(int* blocks) {
   // The bound of all four entries (static, dynamic and per-group megakernels, kernels mode), each
-  // first allowed the scratch: above 48 KiB dynamic shared memory is opt-in per kernel.
+  // first allowed its dynamic shared memory: above 48 KiB it is opt-in per kernel.
   const void* entries[] = {
-      reinterpret_cast<const void*>(megakernel_entry<MK, kThreads, kStatic>),
-      reinterpret_cast<const void*>(megakernel_entry<MK, kThreads, kDynamic>),
-      reinterpret_cast<const void*>(megakernel_entry<MK, kThreads, kPerGroup>),
-      reinterpret_cast<const void*>(launch_entry<MK, kThreads>),
+      reinterpret_cast<const void*>(megakernel_entry<MK, kConsumers, kThreads, kStatic>),
+      reinterpret_cast<const void*>(megakernel_entry<MK, kConsumers, kThreads, kDynamic>),
+      reinterpret_cast<const void*>(megakernel_entry<MK, kConsumers, kThreads, kPerGroup>),
+      reinterpret_cast<const void*>(launch_entry<MK, kConsumers, kThreads>),
   };
   *blocks = 0;
   for (size_t i = 0; i < sizeof(entries) / sizeof(entries[0]); ++i) {
-    cudaError_t e = cudaFuncSetAttribute(entries[i], cudaFuncAttributeMaxDynamicSharedMemorySize, kScratchBytes);
+    cudaError_t e = cudaFuncSetAttribute(entries[i], cudaFuncAttributeMaxDynamicSharedMemorySize, kDynamicBytes);
     int fit = 0;
-    if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, entries[i], kThreads, kScratchBytes);
+    if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, entries[i], kThreads, kDynamicBytes);
     if (e != cudaSuccess) return e;
     *blocks = i == 0 || fit < *blocks ? fit : *blocks;
   }
   return cudaSuccess;
 }
 
-// The scratch a launch asks for, within what the kernel was allowed (blocks_per_sm()).
-inline int launch_scratch(const LaunchArgs& a, int most) {
-  return a.scratch_bytes > 0 && a.scratch_bytes < most ? a.scratch_bytes : most;
+// A launch's arguments with its shared memory laid out: the scratch it asks for (within what the
+// kernel allows; 0 for the most), and the weight ring in what is left, at most kMaxRingStages.
+// Returns the dynamic shared memory bytes.
+template <class MK>
+int layout_shared_memory(LaunchArgs& a) {
+  constexpr int most = CudaLaunch<MK>::kScratchBytes;
+  const int scratch = a.scratch_bytes > 0 && a.scratch_bytes < most ? a.scratch_bytes : most;
+  a.ring_stages = 0;
+  if constexpr (MK::has_streams) {
+    const int64_t fit = (CudaLaunch<MK>::kDynamicBytes - scratch) / kernels::kChunkBytes;
+    a.ring_stages = static_cast<int>(fit < kMaxRingStages ? fit : kMaxRingStages);
+  }
+  return scratch + a.ring_stages * static_cast<int>(kernels::kChunkBytes);
 }
 
 template <class MK>
-cudaError_t CudaLaunch<MK>::launch(const typename MK::ParamsType& p, const LaunchArgs& a, int blocks,
+cudaError_t CudaLaunch<MK>::launch(const typename MK::ParamsType& p, const LaunchArgs& args, int blocks,
                                    Schedule schedule, cudaStream_t stream) {
-  const int scratch = launch_scratch(a, kScratchBytes);
+  LaunchArgs a = args;
+  const int smem = layout_shared_memory<MK>(a);
+  if (MK::has_streams && a.ring_stages < 1) return cudaErrorInvalidValue;
   switch (schedule) {
-    case kDynamic: megakernel_entry<MK, kThreads, kDynamic><<<blocks, kThreads, scratch, stream>>>(p, a); break;
-    case kPerGroup: megakernel_entry<MK, kThreads, kPerGroup><<<blocks, kThreads, scratch, stream>>>(p, a); break;
-    default: megakernel_entry<MK, kThreads, kStatic><<<blocks, kThreads, scratch, stream>>>(p, a); break;
+    case kDynamic:
+      megakernel_entry<MK, kConsumers, kThreads, kDynamic><<<blocks, kThreads, smem, stream>>>(p, a);
+      break;
+    case kPerGroup:
+      megakernel_entry<MK, kConsumers, kThreads, kPerGroup><<<blocks, kThreads, smem, stream>>>(p, a);
+      break;
+    default: megakernel_entry<MK, kConsumers, kThreads, kStatic><<<blocks, kThreads, smem, stream>>>(p, a); break;
   }
   return cudaGetLastError();
 }
 
 template <class MK>
-cudaError_t CudaLaunch<MK>::launch_kernel(const typename MK::ParamsType& p, const LaunchArgs& a, int64_t k, int blocks,
-                                          cudaStream_t stream) {
-  launch_entry<MK, kThreads><<<blocks, kThreads, launch_scratch(a, kScratchBytes), stream>>>(p, a, k);
+cudaError_t CudaLaunch<MK>::launch_kernel(const typename MK::ParamsType& p, const LaunchArgs& args, int64_t k,
+                                          int blocks, cudaStream_t stream) {
+  LaunchArgs a = args;
+  const int smem = layout_shared_memory<MK>(a);
+  if (MK::has_streams && a.ring_stages < 1) return cudaErrorInvalidValue;
+  launch_entry<MK, kConsumers, kThreads><<<blocks, kThreads, smem, stream>>>(p, a, k);
   return cudaGetLastError();
 }
 

@@ -9,19 +9,28 @@
 
 namespace evt::mk {
 
-// The blocks of a generated megakernel's launches: threads, and bytes of dynamic shared memory
-// that tile bodies use as scratch (kernels/block_scratch.h). Specialize it, in the .cu file that
-// instantiates CudaLaunch, for a megakernel whose bodies are written for another shape.
+// The blocks of a generated megakernel's launches: the threads that run tasks, and the most
+// dynamic shared memory its tile bodies use as scratch (kernels/block_scratch.h). Specialize it,
+// in the .cu file that instantiates CudaLaunch, for a megakernel whose bodies are written for
+// another shape.
 template <class MK>
 struct LaunchShape {
   static constexpr int kThreads = 128;
   static constexpr int kScratchBytes = 0;
 };
 
+// What a block may hold in dynamic shared memory on sm_90 (227 KiB), less room for the kernel's
+// static shared memory.
+inline constexpr int kSharedMemoryLimit = 227 * 1024 - 1024;
+
 template <class MK>
 struct CudaLaunch {
-  static constexpr int kThreads = LaunchShape<MK>::kThreads;
+  // Task threads, and the block: one more warp, the loader, when the graph has weight streams.
+  static constexpr int kConsumers = LaunchShape<MK>::kThreads;
+  static constexpr int kThreads = kConsumers + (MK::has_streams ? 32 : 0);
   static constexpr int kScratchBytes = LaunchShape<MK>::kScratchBytes;
+  // The weight ring takes what the scratch leaves, so a block with streams may use it all.
+  static constexpr int kDynamicBytes = MK::has_streams ? kSharedMemoryLimit : kScratchBytes;
   // How many blocks of the kernel fit on one SM at once (co-residency bound of the grid).
   static cudaError_t blocks_per_sm(int* blocks);
   // The megakernel under a schedule other than kKernels.

@@ -1,23 +1,38 @@
 #pragma once
-// The CUDA backend of generated megakernels: one worker per thread block, thread 0 schedules.
+// The CUDA backend of generated megakernels: one worker per thread block. The block's first
+// `consumers` threads run tasks (thread 0 schedules); a megakernel with weight streams has one
+// more warp, the loader, which fills the weight ring (weight_ring.cuh) ahead of them. The
+// consumers synchronize on a named barrier of their own, so the loader never blocks them.
 // Device-scope atomics order tile data between blocks: a notifier's block barrier, release fence
 // and add publish the tile's writes; a waiter's acquire load and block barrier receive them.
 
 #include <cuda/atomic>
 
+#include "kernels/block_scratch.h"
 #include "runtime/megakernel/support.h"
+#include "runtime/megakernel/weight_ring.cuh"
 
 namespace evt::mk {
 
 class CudaWorker {
  public:
-  // `shared_slots`: two words of shared memory for share().
-  __device__ explicit CudaWorker(uint64_t* shared_slots) : slots_(shared_slots) {}
+  // `shared_slots`: two words of shared memory for share(). `ring`: the weight ring's control
+  // words and its stage count (0: no ring), set up by init() before any other use.
+  __device__ CudaWorker(uint64_t* shared_slots, RingState* ring, int consumers, int ring_stages, const LaunchArgs& a)
+      : slots_(shared_slots), ring_(ring), consumers_(consumers), stages_(ring_stages), a_(a) {}
+
+  // Every thread of the block, once at the start: sets up the ring.
+  __device__ void init() {
+    if (threadIdx.x == 0 && stages_ > 0) init_ring(*ring_, stages_, consumers_ / 32);
+    __syncthreads();
+  }
 
   __device__ int id() const { return static_cast<int>(blockIdx.x); }
   __device__ int count() const { return static_cast<int>(gridDim.x); }
   __device__ bool leader() const { return threadIdx.x == 0; }
-  __device__ void sync() const { __syncthreads(); }
+  __device__ bool is_loader() const { return static_cast<int>(threadIdx.x) >= consumers_; }
+  // A barrier of the consumer threads (named barrier 1; the loader warp never waits on it).
+  __device__ void sync() const { asm volatile("bar.sync 1, %0;" ::"r"(consumers_) : "memory"); }
   // One barrier: the two slots alternate, and a slot is written again only two shares later,
   // after every thread passed the barrier of the share in between, so all have read it.
   template <typename T>
@@ -26,13 +41,11 @@ class CudaWorker {
     T* slot = reinterpret_cast<T*>(slots_ + parity_);
     parity_ ^= 1;
     if (leader()) *slot = v;
-    __syncthreads();
+    sync();
     return *slot;
   }
 
-  __device__ uint64_t load_acquire(const uint64_t* p) const {
-    return ref(p).load(cuda::memory_order_acquire);
-  }
+  __device__ uint64_t load_acquire(const uint64_t* p) const { return ref(p).load(cuda::memory_order_acquire); }
   // After the block barrier, a release fence and a relaxed add publish the whole block's writes.
   // (A single atom.release measured slower on the H200: 1.38 us per dependent hop against 1.16.)
   __device__ uint64_t fetch_add_release(uint64_t* p, uint64_t v) const {
@@ -58,14 +71,119 @@ class CudaWorker {
 
   // The tile-body block interface (tile_body.h).
   __device__ int thread() const { return static_cast<int>(threadIdx.x); }
-  __device__ int threads() const { return static_cast<int>(blockDim.x); }
+  __device__ int threads() const { return consumers_; }
+  __device__ kernels::Scratch scratch() const {
+    const kernels::Scratch s = kernels::dynamic_shared_memory();
+    const int64_t ring = int64_t{stages_} * kernels::kChunkBytes;
+    return kernels::Scratch{s.data + ring, s.bytes - ring};
+  }
+
+  // The consumers' reader of a task's stream. Every consumer thread acquires and releases every
+  // chunk, in order; the chunks were (or are being) filled by the loader from the same stream.
+  class Reader {
+   public:
+    __device__ explicit Reader(CudaWorker& w) : w_(w) {}
+    __device__ const unsigned char* acquire() {
+      const int stage = static_cast<int>(w_.ticket_ % w_.stages_);
+      const uint32_t parity = static_cast<uint32_t>(w_.ticket_ / w_.stages_) & 1;
+      // A fill that never lands is a bug: stop the launch rather than hang, and let the body
+      // finish on whatever the stage holds (the launch reports the error).
+      w_.wait_until([&] { return phase_done(&w_.ring_->full[stage], parity); }, ErrorKind::kTimeout);
+      return stage_data(stage);
+    }
+    __device__ void release() {
+      release_stage(&w_.ring_->empty[w_.ticket_ % w_.stages_]);
+      ++w_.ticket_;
+    }
+
+   private:
+    __device__ unsigned char* stage_data(int stage) const {
+      return kernels::dynamic_shared_memory().data + int64_t{stage} * kernels::kChunkBytes;
+    }
+    CudaWorker& w_;
+  };
+  __device__ Reader weights(const kernels::WeightStream&) { return Reader(*this); }
+
+  // --- the loader (lane 0 of the loader warp)
+
+  // Fills the ring with every chunk of `s`, each once its stage is free. False when the launch
+  // aborted meanwhile.
+  __device__ bool load(const kernels::WeightStream& s) {
+    for (int64_t c = 0; c < s.chunks(); ++c, ++ticket_) {
+      const int stage = static_cast<int>(ticket_ % stages_);
+      const int64_t fill = static_cast<int64_t>(ticket_ / stages_);
+      if (fill > 0 && !wait_until([&] { return phase_done(&ring_->empty[stage], (fill - 1) & 1); },
+                                  ErrorKind::kQueueTimeout)) {
+        return false;
+      }
+      fill_stage(s, c, kernels::dynamic_shared_memory().data + int64_t{stage} * kernels::kChunkBytes,
+                 &ring_->full[stage]);
+    }
+    return true;
+  }
+  // Before the loader leaves: every copy it started has landed (a block must not exit with
+  // copies into its shared memory in flight, as it can after an abort).
+  __device__ void finish_loading() {
+    for (uint64_t t = ticket_ > static_cast<uint64_t>(stages_) ? ticket_ - stages_ : 0; t < ticket_; ++t) {
+      while (!phase_done(&ring_->full[t % stages_], static_cast<uint32_t>(t / stages_) & 1)) {
+      }
+    }
+  }
+
+  // Dynamic scheduling: the leader announces each task (group << 40 | linear) before its body,
+  // and kAnnounceStop when it is done; the loader takes them in order.
+  __device__ void announce(int64_t task) {
+    if (stages_ == 0) return;
+    auto posted = block_word(ring_->posted);
+    const uint32_t n = posted.load(cuda::memory_order_relaxed);
+    wait_until([&] { return n - block_word(ring_->taken).load(cuda::memory_order_acquire) < kMailboxSlots; },
+               ErrorKind::kQueueTimeout);
+    ring_->mailbox[n % kMailboxSlots] = task;
+    posted.store(n + 1, cuda::memory_order_release);
+  }
+  // The next announced task, or kAnnounceStop (also when the launch aborted).
+  __device__ int64_t next_announced() {
+    auto taken = block_word(ring_->taken);
+    const uint32_t n = taken.load(cuda::memory_order_relaxed);
+    if (!wait_until([&] { return block_word(ring_->posted).load(cuda::memory_order_acquire) != n; },
+                    ErrorKind::kQueueTimeout)) {
+      return kAnnounceStop;
+    }
+    const int64_t task = ring_->mailbox[n % kMailboxSlots];
+    taken.store(n + 1, cuda::memory_order_release);
+    return task;
+  }
 
  private:
+  // Polls `done()`; false when the launch aborted first, or when the launch's spin limit passed
+  // (which aborts it with a `what` record). Without a scheduler to record it in (a.state null:
+  // the tile tests), a wait past the limit traps.
+  template <class Done>
+  __device__ bool wait_until(Done&& done, ErrorKind what) {
+    uint64_t start = 0;
+    for (uint32_t spins = 1; !done(); ++spins) {
+      if ((spins & 63) != 0) continue;
+      if (a_.state != nullptr && aborted(*this, a_)) return false;
+      if (start == 0) start = now_ns();
+      if (static_cast<int64_t>(now_ns() - start) > a_.spin_limit_ns) {
+        if (a_.state == nullptr) __trap();
+        fail(*this, a_, what, -1, nullptr, 0, -1, -1, 0);
+        return false;
+      }
+    }
+    return true;
+  }
+
   __device__ static cuda::atomic_ref<uint64_t, cuda::thread_scope_device> ref(const uint64_t* p) {
     return cuda::atomic_ref<uint64_t, cuda::thread_scope_device>(*const_cast<uint64_t*>(p));
   }
   uint64_t* slots_;
+  RingState* ring_;
+  int consumers_;
+  int stages_;
+  const LaunchArgs& a_;
   int parity_ = 0;
+  uint64_t ticket_ = 0;  // chunks this thread has consumed (consumers) or filled (loader)
 };
 
 }  // namespace evt::mk

@@ -10,6 +10,9 @@
 //   bool compare_exchange(p, expected&, desired)   relaxed; on failure, expected is what p held
 //   void store_release(p, v), store_relaxed(p, v)
 //   uint64_t now_ns(); void pause()        timer and spin back-off
+//   Scratch scratch(); weights(stream)     the tile-body block's scratch and stream reader
+//   void announce(task)                    a task's weights are next (dynamic schedules; CUDA's
+//                                          loader follows these, the host ignores them)
 //
 // Counters need no reset pass: the scheduler's memory is two arenas, and a launch uses one while
 // it zeroes the other for the next launch. Nothing touches the other arena during the launch, so
@@ -102,8 +105,10 @@ struct LaunchArgs {
   uint64_t* trace;
   int64_t trace_tasks_per_worker;
   // CUDA: bytes of the blocks' scratch (dynamic shared memory) for this launch; 0 for the most
-  // the kernel allows (LaunchShape). The rest of the SM's 256 KiB serves as L1 cache.
+  // the kernel allows (LaunchShape). The weight ring's stages take what the scratch leaves, up
+  // to a limit; the rest of the SM's 256 KiB serves as L1 cache.
   int scratch_bytes;
+  int ring_stages;  // set by the launch (cuda_launch.cuh)
 };
 
 // One traced task: what ran, when the leader began waiting, when the wait ended, and when the
@@ -130,6 +135,21 @@ EVT_HD void zero_next_arena(W& w, const LaunchArgs& a) {
   const int64_t stride = static_cast<int64_t>(w.count()) * w.threads();
   for (int64_t i = static_cast<int64_t>(w.id()) * w.threads() + w.thread(); i < a.next_arena_words; i += stride) {
     a.next_arena[i] = 0;
+  }
+}
+
+// What a block's leader announces when its consumers are done (dynamic schedules): the loader
+// may leave.
+inline constexpr int64_t kAnnounceStop = -1;
+
+// Takes every chunk of a stream out of the block's reader unread: a task that the loader
+// streamed but that turned out to have nothing to do.
+template <class W>
+EVT_HD void drain(W& w, const kernels::WeightStream& s) {
+  auto reader = w.weights(s);
+  for (int64_t c = 0; c < s.chunks(); ++c) {
+    reader.acquire();
+    reader.release();
   }
 }
 

@@ -1,0 +1,29 @@
+#pragma once
+// What code compiled by both nvcc and the host compiler needs first: EVT_HD for functions of
+// both sides, EVT_UNROLL, and constexpr min/max usable in device code.
+
+#if defined(__CUDACC__)
+#define EVT_HD __host__ __device__
+#else
+#define EVT_HD
+#endif
+
+// Full unrolling for nvcc in code both compilers read (the host compiler has no bare `unroll`).
+#if defined(__CUDA_ARCH__)
+#define EVT_UNROLL _Pragma("unroll")
+#else
+#define EVT_UNROLL
+#endif
+
+namespace evt::kernels {
+
+template <typename T>
+EVT_HD constexpr T min_of(T a, T b) {
+  return a < b ? a : b;
+}
+template <typename T>
+EVT_HD constexpr T max_of(T a, T b) {
+  return a < b ? b : a;
+}
+
+}  // namespace evt::kernels

@@ -1,0 +1,73 @@
+#pragma once
+// The weight ring of a CUDA block (kernels/weight_stream.h): `stages` chunks of shared memory at
+// the start of its dynamic shared memory, which the block's loader warp fills with bulk copies
+// while its consumer warps run tasks (CudaWorker, cuda_worker.cuh).
+//
+// Each stage has two mbarriers. `full` completes when a fill's bytes have landed (the loader
+// arrives once with the byte count, the copies complete the transaction); `empty` completes when
+// every consumer warp has released the chunk. Fill k of a stage (k = ticket / stages) waits for
+// empty's phase k - 1 and is awaited on full's phase k. Loader and consumers each count tickets
+// over the whole launch, so tasks need no hand-off: the loader runs ahead, by as many chunks as
+// the ring holds, over the same sequence of tasks the consumers run.
+//
+// Where the consumers' task sequence is not known in advance (dynamic scheduling), the block's
+// leader announces each task in a small mailbox before its body needs the weights, and the loader
+// follows the announcements.
+
+#include <cuda/atomic>
+#include <cuda/ptx>
+
+#include "kernels/weight_stream.h"
+
+namespace evt::mk {
+
+inline constexpr int kMaxRingStages = 8;
+inline constexpr int kMailboxSlots = 4;
+
+// The ring's control words, in the block's static shared memory.
+struct RingState {
+  uint64_t full[kMaxRingStages];
+  uint64_t empty[kMaxRingStages];
+  int64_t mailbox[kMailboxSlots];  // announced tasks (group << 40 | linear) or kAnnounceStop
+  uint32_t posted, taken;          // announcements made and read
+};
+
+__device__ inline cuda::atomic_ref<uint32_t, cuda::thread_scope_block> block_word(uint32_t& w) {
+  return cuda::atomic_ref<uint32_t, cuda::thread_scope_block>(w);
+}
+
+// One thread, before any other touches the ring; the block synchronizes after it.
+__device__ inline void init_ring(RingState& r, int stages, int consumer_warps) {
+  for (int s = 0; s < stages; ++s) {
+    cuda::ptx::mbarrier_init(&r.full[s], 1);
+    cuda::ptx::mbarrier_init(&r.empty[s], static_cast<uint32_t>(consumer_warps));
+  }
+  r.posted = r.taken = 0;
+  // The copy engine (the async proxy) must see the initialized barriers.
+  cuda::ptx::fence_mbarrier_init(cuda::ptx::sem_release, cuda::ptx::scope_cluster);
+}
+
+// Whether phase `parity` of the barrier has completed (one bounded hardware wait).
+__device__ inline bool phase_done(uint64_t* barrier, uint32_t parity) {
+  return cuda::ptx::mbarrier_try_wait_parity(barrier, parity);
+}
+
+// The loader's fill of one chunk into `stage`: the byte count on `full`, then one bulk copy per
+// contiguous run (16-byte aligned, multiples of 16 bytes: whole weight tiles).
+__device__ inline void fill_stage(const kernels::WeightStream& s, int64_t chunk, unsigned char* stage, uint64_t* full) {
+  const uint32_t bytes = static_cast<uint32_t>(s.chunk_tiles(chunk) * kernels::kStreamTileBytes);
+  cuda::ptx::mbarrier_arrive_expect_tx(cuda::ptx::sem_release, cuda::ptx::scope_cta, cuda::ptx::space_shared, full,
+                                       bytes);
+  s.for_each_run(chunk, [&](const unsigned char* src, int64_t n, int64_t at) {
+    cuda::ptx::cp_async_bulk(cuda::ptx::space_cluster, cuda::ptx::space_global, stage + at, src,
+                             static_cast<uint32_t>(n), full);
+  });
+}
+
+// A consumer warp is done reading a stage: one arrival per warp, after all its lanes' reads.
+__device__ inline void release_stage(uint64_t* empty) {
+  __syncwarp();
+  if (threadIdx.x % 32 == 0) cuda::ptx::mbarrier_arrive(empty);
+}
+
+}  // namespace evt::mk
