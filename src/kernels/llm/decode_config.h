@@ -17,7 +17,7 @@ namespace evt::kernels::llm {
 // spilled up to 3 KB per thread). The most scratch a step asks for leaves at least four 16 KiB
 // stages for the weight ring.
 inline constexpr int kDecodeThreads = 480;
-inline constexpr int kDecodeScratchBytes = 162 * 1024;
+inline constexpr int kDecodeScratchBytes = 159 * 1024;
 
 // Words of the i32 `cfg` buffer.
 enum Cfg : int {

@@ -82,13 +82,13 @@ struct GemvPlan {
   int64_t stride;       // staged row length, elements (staged_row)
   int64_t pass_tokens;  // tokens staged per pass
   int64_t passes;
-  float* red;           // kMaxWarps sum-of-squares partials
-  float* scale;         // kPassTokens RMSNorm scales
+  double* red;          // kMaxWarps sum-of-squares partials
+  double* scale;        // kPassTokens RMSNorm scales
   float* slots;         // W x Q x kSlotFloats
   uint16_t* stage;      // pass_tokens x stride bf16
 };
 
-inline constexpr int64_t kGemvHeaderBytes = (kMaxWarps + kPassTokens) * 4;
+inline constexpr int64_t kGemvHeaderBytes = (kMaxWarps + kPassTokens) * 8;
 
 // The length of a staged row for `kblocks` column blocks, in elements: one more block when that
 // puts rows 64 bytes apart modulo 128, so that the 8 lanes of a quarter warp loading 16 bytes of
@@ -123,9 +123,9 @@ EVT_HD GemvPlan gemv_plan(const Block& b, const Job& j) {
   const int64_t room = s.bytes - kGemvHeaderBytes - gemv_slot_bytes(j.groups, p.warps);
   p.pass_tokens = max_of<int64_t>(1, min_of<int64_t>(min_of<int64_t>(kPassTokens, j.in.tokens), room / (p.stride * 2)));
   p.passes = (j.in.tokens + p.pass_tokens - 1) / p.pass_tokens;
-  p.red = reinterpret_cast<float*>(s.data);
+  p.red = reinterpret_cast<double*>(s.data);
   p.scale = p.red + kMaxWarps;
-  p.slots = p.scale + kPassTokens;
+  p.slots = reinterpret_cast<float*>(p.scale + kPassTokens);
   p.stage = reinterpret_cast<uint16_t*>(p.slots + p.warps * p.groups_per_warp * kSlotFloats);
   return p;
 }
@@ -147,7 +147,9 @@ EVT_HD WeightStream gemv_stream(const Block& b, const Job& j) {
 
 // Stages tokens [c0, c0 + count) of the input, columns [k0, k0 + kblocks * 32), as
 // bf16(x * norm scale * norm_w) (or bf16(x) without a norm), zero past k1. Ends with a block
-// barrier.
+// barrier. The norm is computed in double, as the references compute it: rounding to bf16 turns
+// a last-bit difference in the scale into a whole bf16 step of an input now and then (a 1e-3
+// change of an output), which the float sums' summation order made happen on the GPU.
 template <class Block>
 EVT_HD void stage_tokens(const Block& b, const GemvInput& in, const GemvPlan& p, int64_t c0, int64_t count, int64_t k0,
                          int64_t k1) {
@@ -158,19 +160,20 @@ EVT_HD void stage_tokens(const Block& b, const GemvInput& in, const GemvPlan& p,
     for (int64_t i = warp(b); i < count * parts; i += warps(b)) {
       const float* row = in.x + (c0 + i / parts) * in.ld;
       const int64_t s1 = min_of<int64_t>(in.norm_len, (i % parts + 1) * per);
-      float sum = 0, v[8];
+      double sum = 0;
+      float v[8];
       for (int64_t k = (i % parts) * per + 8 * lane(b); k < s1; k += 8 * lanes()) {
         load8_f32(row + k, v);
-        for (int j = 0; j < 8; ++j) sum += v[j] * v[j];
+        for (int j = 0; j < 8; ++j) sum += static_cast<double>(v[j]) * v[j];
       }
       sum = warp_sum(sum);
       if (lane(b) == 0) p.red[i] = sum;
     }
     b.sync();
     for (int64_t t = b.thread(); t < count; t += b.threads()) {
-      float sum = 0;
+      double sum = 0;
       for (int64_t j = 0; j < parts; ++j) sum += p.red[t * parts + j];
-      p.scale[t] = 1.0f / sqrtf(sum / static_cast<float>(in.norm_len) + in.eps);
+      p.scale[t] = 1.0 / sqrt(sum / static_cast<double>(in.norm_len) + in.eps);
     }
     b.sync();
   }
@@ -183,7 +186,7 @@ EVT_HD void stage_tokens(const Block& b, const GemvInput& in, const GemvPlan& p,
       if (in.norm_w != nullptr) {
         float g[8];
         load8_bf16(in.norm_w + k, g);
-        for (int j = 0; j < 8; ++j) v[j] *= g[j] * p.scale[t];
+        for (int j = 0; j < 8; ++j) v[j] = static_cast<float>(v[j] * p.scale[t] * g[j]);
       }
     }
     store_bf16x8(p.stage + t * p.stride + (k - k0), v);

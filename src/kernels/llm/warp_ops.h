@@ -47,6 +47,13 @@ EVT_HD inline float warp_sum(float v) {
   return v;
 }
 
+EVT_HD inline double warp_sum(double v) {
+#if defined(__CUDA_ARCH__)
+  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+#endif
+  return v;
+}
+
 EVT_HD inline float warp_max(float v) {
 #if defined(__CUDA_ARCH__)
   for (int offset = 16; offset > 0; offset /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
