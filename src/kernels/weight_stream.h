@@ -33,25 +33,59 @@ struct WeightStream {
   int64_t passes = 0;
 
   EVT_HD int64_t tiles_per_pass() const { return groups * kblocks; }
-  EVT_HD int64_t chunks_per_pass() const { return (tiles_per_pass() + kChunkTiles - 1) / kChunkTiles; }
-  EVT_HD int64_t chunks() const { return base == nullptr ? 0 : passes * chunks_per_pass(); }
-  // Tiles of chunk c (the last chunk of a pass may be short).
-  EVT_HD int64_t chunk_tiles(int64_t c) const {
-    const int64_t first = c % chunks_per_pass() * kChunkTiles;
-    return min_of<int64_t>(kChunkTiles, tiles_per_pass() - first);
+  EVT_HD int64_t chunks() const {
+    return base == nullptr ? 0 : passes * ((tiles_per_pass() + kChunkTiles - 1) / kChunkTiles);
   }
-  // Calls run(src, bytes, dst_offset) for each contiguous piece of chunk c, in order: the tiles of
-  // one k-block are side by side in memory, so a chunk is at most one piece per k-block it meets.
+};
+
+// Walks a stream's chunks in order, with no division on the way (the loader issues a chunk every
+// few hundred nanoseconds): next() hands out each contiguous piece of the next chunk. The tiles of
+// one k-block are side by side in memory, so a chunk is at most one piece per k-block it meets.
+class StreamCursor {
+ public:
+  EVT_HD explicit StreamCursor(const WeightStream& s)
+      : kblock_(s.base + (s.kb0 * s.stride + s.g0) * kStreamTileBytes),
+        pass_start_(kblock_),
+        kblock_bytes_(s.stride * kStreamTileBytes),
+        groups_(static_cast<uint32_t>(s.groups)),
+        tiles_per_pass_(static_cast<uint32_t>(s.tiles_per_pass())),
+        left_(s.base == nullptr ? 0 : tiles_per_pass_),
+        passes_left_(s.base == nullptr || s.passes == 0 ? 0 : static_cast<uint32_t>(s.passes - 1)) {}
+
+  EVT_HD bool done() const { return left_ == 0; }
+  // Bytes of the next chunk: its tiles, never past the end of a pass.
+  EVT_HD uint32_t chunk_bytes() const {
+    return static_cast<uint32_t>((left_ < kChunkTiles ? left_ : kChunkTiles) * kStreamTileBytes);
+  }
+  // Calls run(src, bytes, dst_offset) for each piece of the next chunk and moves past it.
   template <class Run>
-  EVT_HD void for_each_run(int64_t c, Run&& run) const {
-    const int64_t first = c % chunks_per_pass() * kChunkTiles, end = first + chunk_tiles(c);
-    for (int64_t i = first; i < end;) {
-      const int64_t kb = i / groups, g = i % groups;
-      const int64_t n = min_of<int64_t>(end - i, groups - g);
-      run(base + ((kb0 + kb) * stride + g0 + g) * kStreamTileBytes, n * kStreamTileBytes, (i - first) * kStreamTileBytes);
-      i += n;
+  EVT_HD void next(Run&& run) {
+    uint32_t todo = left_ < kChunkTiles ? left_ : static_cast<uint32_t>(kChunkTiles), at = 0;
+    left_ -= todo;
+    while (todo > 0) {
+      const uint32_t n = todo < groups_ - g_ ? todo : groups_ - g_;
+      run(kblock_ + g_ * kStreamTileBytes, n * static_cast<uint32_t>(kStreamTileBytes), at);
+      at += n * static_cast<uint32_t>(kStreamTileBytes);
+      todo -= n;
+      g_ += n;
+      if (g_ == groups_) {
+        g_ = 0;
+        kblock_ += kblock_bytes_;
+      }
+    }
+    if (left_ == 0 && passes_left_ > 0) {  // the next pass reads the same tiles again
+      --passes_left_;
+      left_ = tiles_per_pass_;
+      kblock_ = pass_start_;
+      g_ = 0;
     }
   }
+
+ private:
+  const unsigned char* kblock_;  // group g0 of the k-block being read
+  const unsigned char* pass_start_;
+  int64_t kblock_bytes_;
+  uint32_t groups_, g_ = 0, tiles_per_pass_, left_, passes_left_;
 };
 
 // A body's view of its stream: acquire() returns the next chunk's tiles once they are in memory,
@@ -61,19 +95,16 @@ struct WeightStream {
 // the CPU backends read the tiles exactly where the GPU's bodies find them.
 class CopyingStreamReader {
  public:
-  CopyingStreamReader(const WeightStream& s, unsigned char* buffer) : s_(s), buffer_(buffer) {}
+  CopyingStreamReader(const WeightStream& s, unsigned char* buffer) : cursor_(s), buffer_(buffer) {}
   const unsigned char* acquire() {
-    s_.for_each_run(next_, [&](const unsigned char* src, int64_t bytes, int64_t at) {
-      std::memcpy(buffer_ + at, src, static_cast<size_t>(bytes));
-    });
+    cursor_.next([&](const unsigned char* src, uint32_t bytes, uint32_t at) { std::memcpy(buffer_ + at, src, bytes); });
     return buffer_;
   }
-  void release() { ++next_; }
+  void release() {}
 
  private:
-  WeightStream s_;
+  StreamCursor cursor_;
   unsigned char* buffer_;
-  int64_t next_ = 0;
 };
 
 }  // namespace evt::kernels

@@ -20,6 +20,9 @@
 // multiply, the one thread playing the GPU block's warps in turn, so the CPU tests cover how the
 // work is dealt out and added back up.
 
+#include <algorithm>
+#include <vector>
+
 #include "kernels/block_scratch.h"
 #include "kernels/llm/warp_ops.h"
 #include "kernels/llm/weight_tiles.h"
@@ -194,25 +197,39 @@ EVT_HD void stage_tokens(const Block& b, const GemvInput& in, const GemvPlan& p,
   b.sync();
 }
 
-// Calls fn(i, q) for each tile i of [lo, hi) (indices into a pass's tile sequence, k-block-major
-// over the job's groups) that warp w multiplies, q being which of its groups the tile belongs to.
-template <class Fn>
-EVT_HD void for_warp_tiles(const GemvPlan& p, int64_t groups, int w, int64_t lo, int64_t hi, Fn&& fn) {
-  if (groups <= p.warps) {
-    if (w >= p.per_group * groups) return;
-    const int64_t g = w % groups, phase = w / groups;
-    int64_t kb = lo <= g ? 0 : (lo - g + groups - 1) / groups;  // the first k-block whose tile of g is in range
-    kb += (phase - kb % p.per_group + p.per_group) % p.per_group;
-    for (; kb * groups + g < hi; kb += p.per_group) fn(kb * groups + g, 0);
-  } else {
-    for (int64_t kb = lo / groups; kb * groups < hi; ++kb) {
-      for (int q = 0; q < p.groups_per_warp; ++q) {
-        const int64_t i = kb * groups + w + int64_t{q} * p.warps;
-        if (w + int64_t{q} * p.warps < groups && i >= lo && i < hi) fn(i, q);
-      }
+// The tiles of a pass one warp multiplies, in stream order (k-block-major over the job's
+// groups): with the groups no more than the warps, every P-th k-block of group w % G (starting at
+// k-block w / G), so tile index w, w + P G, ...; otherwise every k-block of groups w and w + W.
+// take(hi, fn) calls fn(i, kb, q) for each of them below hi, q naming which of the warp's groups
+// it belongs to; then the next call goes on from there. No division: the GPU calls it per chunk.
+class WarpTiles {
+ public:
+  EVT_HD WarpTiles(const GemvPlan& p, int64_t groups, int w) {
+    const auto g = static_cast<int32_t>(groups);
+    if (g <= p.warps) {
+      next_[0] = w < p.per_group * g ? w : kNone;
+      kb_[0] = w / g;
+      step_ = p.per_group * g;
+      kb_step_ = p.per_group;
+    } else {
+      for (int q = 0; q < kMaxGroupsPerWarp; ++q) next_[q] = w + q * p.warps < g ? w + q * p.warps : kNone;
+      step_ = g;
+      kb_step_ = 1;
     }
   }
-}
+  template <class Fn>
+  EVT_HD void take(int32_t hi, Fn&& fn) {
+    EVT_UNROLL
+    for (int q = 0; q < kMaxGroupsPerWarp; ++q) {
+      for (; next_[q] < hi; next_[q] += step_, kb_[q] += kb_step_) fn(next_[q], kb_[q], q);
+    }
+  }
+
+ private:
+  static constexpr int32_t kNone = 0x7fffffff;
+  int32_t next_[kMaxGroupsPerWarp] = {kNone, kNone}, kb_[kMaxGroupsPerWarp] = {};
+  int32_t step_ = 0, kb_step_ = 0;
+};
 
 // The slot where warp-slot (w, q) leaves its sums: kTileRows rows x kPassTokens tokens.
 EVT_HD inline float* gemv_slot(const GemvPlan& p, int w, int q) {
@@ -259,14 +276,15 @@ __device__ void gemv_pass_warp(const GemvPlan& p, int64_t groups, int64_t count,
   EVT_UNROLL
   for (int nt = 0; nt < kNT; ++nt) x[nt] = p.stage + min_of<int64_t>(nt * 8 + g, count - 1) * p.stride + 8 * c;
   float acc0[kNT][4] = {}, acc1[kNT][4] = {};
-  for (int64_t chunk = 0; chunk < s.chunks_per_pass(); ++chunk) {
+  WarpTiles mine(p, groups, w);
+  const auto tiles_per_pass = static_cast<int32_t>(s.tiles_per_pass());
+  for (int32_t lo = 0; lo < tiles_per_pass; lo += kChunkTiles) {
     const unsigned char* tiles = reader.acquire();
-    const int64_t lo = chunk * kChunkTiles;
-    for_warp_tiles(p, groups, w, lo, lo + s.chunk_tiles(chunk), [&](int64_t i, int q) {
+    mine.take(min_of<int32_t>(lo + kChunkTiles, tiles_per_pass), [&](int32_t i, int32_t kb, int q) {
       if (q == 0) {
-        mma_tile<kNT>(tiles + (i - lo) * kTileBytes, x, i / groups, acc0);
+        mma_tile<kNT>(tiles + (i - lo) * kTileBytes, x, kb, acc0);
       } else {
-        mma_tile<kNT>(tiles + (i - lo) * kTileBytes, x, i / groups, acc1);
+        mma_tile<kNT>(tiles + (i - lo) * kTileBytes, x, kb, acc1);
       }
     });
     reader.release();
@@ -296,16 +314,18 @@ inline void gemv_pass_host(const GemvPlan& p, int64_t groups, int64_t count, con
       for (int i = 0; i < kSlotFloats; ++i) slot[i] = 0;
     }
   }
-  for (int64_t chunk = 0; chunk < s.chunks_per_pass(); ++chunk) {
+  std::vector<WarpTiles> warps;
+  for (int w = 0; w < p.warps; ++w) warps.emplace_back(p, groups, w);
+  const auto tiles_per_pass = static_cast<int32_t>(s.tiles_per_pass());
+  for (int32_t lo = 0; lo < tiles_per_pass; lo += kChunkTiles) {
     const unsigned char* tiles = reader.acquire();
-    const int64_t lo = chunk * kChunkTiles;
     for (int w = 0; w < p.warps; ++w) {
-      for_warp_tiles(p, groups, w, lo, lo + s.chunk_tiles(chunk), [&](int64_t i, int q) {
+      warps[w].take(std::min<int32_t>(lo + kChunkTiles, tiles_per_pass), [&](int32_t i, int32_t kb, int q) {
         const auto* tile = reinterpret_cast<const uint16_t*>(tiles + (i - lo) * kTileBytes);
         float* slot = gemv_slot(p, w, q);
         for (int r = 0; r < kTileRows; ++r) {
           for (int64_t t = 0; t < count; ++t) {
-            const uint16_t* x = p.stage + t * p.stride + i / groups * kTileCols;
+            const uint16_t* x = p.stage + t * p.stride + kb * kTileCols;
             float sum = 0;
             for (int j = 0; j < kTileCols; ++j) sum += bf16_to_f32(tile[tile_element(r, j)]) * bf16_to_f32(x[j]);
             slot[r * kPassTokens + t] += sum;

@@ -84,22 +84,17 @@ class CudaWorker {
    public:
     __device__ explicit Reader(CudaWorker& w) : w_(w) {}
     __device__ const unsigned char* acquire() {
-      const int stage = static_cast<int>(w_.ticket_ % w_.stages_);
-      const uint32_t parity = static_cast<uint32_t>(w_.ticket_ / w_.stages_) & 1;
       // A fill that never lands is a bug: stop the launch rather than hang, and let the body
       // finish on whatever the stage holds (the launch reports the error).
-      w_.wait_until([&] { return phase_done(&w_.ring_->full[stage], parity); }, ErrorKind::kTimeout);
-      return stage_data(stage);
+      w_.wait_until([&] { return phase_done(&w_.ring_->full[w_.stage_], w_.phase_); }, ErrorKind::kTimeout);
+      return w_.stage_data(w_.stage_);
     }
     __device__ void release() {
-      release_stage(&w_.ring_->empty[w_.ticket_ % w_.stages_]);
-      ++w_.ticket_;
+      release_stage(&w_.ring_->empty[w_.stage_]);
+      w_.advance();
     }
 
    private:
-    __device__ unsigned char* stage_data(int stage) const {
-      return kernels::dynamic_shared_memory().data + int64_t{stage} * kernels::kChunkBytes;
-    }
     CudaWorker& w_;
   };
   __device__ Reader weights(const kernels::WeightStream&) { return Reader(*this); }
@@ -109,23 +104,25 @@ class CudaWorker {
   // Fills the ring with every chunk of `s`, each once its stage is free. False when the launch
   // aborted meanwhile.
   __device__ bool load(const kernels::WeightStream& s) {
-    for (int64_t c = 0; c < s.chunks(); ++c, ++ticket_) {
-      const int stage = static_cast<int>(ticket_ % stages_);
-      const int64_t fill = static_cast<int64_t>(ticket_ / stages_);
-      if (fill > 0 && !wait_until([&] { return phase_done(&ring_->empty[stage], (fill - 1) & 1); },
+    for (kernels::StreamCursor cursor(s); !cursor.done(); advance()) {
+      // The stage's previous fill (one round of the ring ago, phase_ ^ 1) must have been released.
+      if (wrapped_ && !wait_until([&] { return phase_done(&ring_->empty[stage_], phase_ ^ 1); },
                                   ErrorKind::kQueueTimeout)) {
         return false;
       }
-      fill_stage(s, c, kernels::dynamic_shared_memory().data + int64_t{stage} * kernels::kChunkBytes,
-                 &ring_->full[stage]);
+      fill_stage(cursor, stage_data(stage_), &ring_->full[stage_]);
     }
     return true;
   }
   // Before the loader leaves: every copy it started has landed (a block must not exit with
-  // copies into its shared memory in flight, as it can after an abort).
+  // copies into its shared memory in flight, as it can after an abort). The last fill of each
+  // stage is that of the round before the current one for the stages already passed in this
+  // round.
   __device__ void finish_loading() {
-    for (uint64_t t = ticket_ > static_cast<uint64_t>(stages_) ? ticket_ - stages_ : 0; t < ticket_; ++t) {
-      while (!phase_done(&ring_->full[t % stages_], static_cast<uint32_t>(t / stages_) & 1)) {
+    for (int s = 0; s < stages_; ++s) {
+      if (!wrapped_ && s >= stage_) break;  // never filled
+      const uint32_t parity = s < stage_ ? phase_ : phase_ ^ 1;
+      while (!phase_done(&ring_->full[s], parity)) {
       }
     }
   }
@@ -177,13 +174,29 @@ class CudaWorker {
   __device__ static cuda::atomic_ref<uint64_t, cuda::thread_scope_device> ref(const uint64_t* p) {
     return cuda::atomic_ref<uint64_t, cuda::thread_scope_device>(*const_cast<uint64_t*>(p));
   }
+  __device__ unsigned char* stage_data(int stage) const {
+    return kernels::dynamic_shared_memory().data + int64_t{stage} * kernels::kChunkBytes;
+  }
+  // The next chunk of the launch goes to the next stage; each round of the ring flips the phase
+  // its barriers are awaited in.
+  __device__ void advance() {
+    if (++stage_ == stages_) {
+      stage_ = 0;
+      phase_ ^= 1;
+      wrapped_ = true;
+    }
+  }
+
   uint64_t* slots_;
   RingState* ring_;
   int consumers_;
   int stages_;
   const LaunchArgs& a_;
   int parity_ = 0;
-  uint64_t ticket_ = 0;  // chunks this thread has consumed (consumers) or filled (loader)
+  // This thread's place in the ring (consumers: the next chunk to consume; the loader: to fill).
+  int stage_ = 0;
+  uint32_t phase_ = 0;
+  bool wrapped_ = false;
 };
 
 }  // namespace evt::mk

@@ -27,7 +27,12 @@ namespace evt::mk {
 
 using kernels::DevBuffer;
 
+// Index arithmetic of generated code. Tile and event indices fit 32 bits in practice, where a
+// division is a few instructions rather than a 64-bit division's subroutine call on the GPU.
 EVT_HD constexpr int64_t floor_div(int64_t a, int64_t b) {
+  if (a >= 0 && b > 0 && a <= INT32_MAX && b <= INT32_MAX) {
+    return static_cast<int64_t>(static_cast<uint32_t>(a) / static_cast<uint32_t>(b));
+  }
   const int64_t q = a / b;
   return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }

@@ -52,15 +52,13 @@ __device__ inline bool phase_done(uint64_t* barrier, uint32_t parity) {
   return cuda::ptx::mbarrier_try_wait_parity(barrier, parity);
 }
 
-// The loader's fill of one chunk into `stage`: the byte count on `full`, then one bulk copy per
-// contiguous run (16-byte aligned, multiples of 16 bytes: whole weight tiles).
-__device__ inline void fill_stage(const kernels::WeightStream& s, int64_t chunk, unsigned char* stage, uint64_t* full) {
-  const uint32_t bytes = static_cast<uint32_t>(s.chunk_tiles(chunk) * kernels::kStreamTileBytes);
+// The loader's fill of the cursor's next chunk into `stage`: the byte count on `full`, then one
+// bulk copy per contiguous piece (16-byte aligned, multiples of 16 bytes: whole weight tiles).
+__device__ inline void fill_stage(kernels::StreamCursor& cursor, unsigned char* stage, uint64_t* full) {
   cuda::ptx::mbarrier_arrive_expect_tx(cuda::ptx::sem_release, cuda::ptx::scope_cta, cuda::ptx::space_shared, full,
-                                       bytes);
-  s.for_each_run(chunk, [&](const unsigned char* src, int64_t n, int64_t at) {
-    cuda::ptx::cp_async_bulk(cuda::ptx::space_cluster, cuda::ptx::space_global, stage + at, src,
-                             static_cast<uint32_t>(n), full);
+                                       cursor.chunk_bytes());
+  cursor.next([&](const unsigned char* src, uint32_t bytes, uint32_t at) {
+    cuda::ptx::cp_async_bulk(cuda::ptx::space_cluster, cuda::ptx::space_global, stage + at, src, bytes, full);
   });
 }
 
