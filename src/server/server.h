@@ -70,6 +70,11 @@ class Server {
     Clock::time_point arrival;
   };
   void log_request(const LogLine& l);
+  // The response to an accepted request, whole or as server-sent events.
+  void respond_whole(httplib::Response& res, Generation& gen, const ResponseHeader& header, bool logprobs,
+                     LogLine log);
+  void respond_streamed(httplib::Response& res, std::shared_ptr<Generation> gen, const ResponseHeader& header,
+                        bool logprobs, bool include_usage, LogLine log);
 
   ServedModel model_;
   ServerOptions options_;
