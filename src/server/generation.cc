@@ -29,6 +29,11 @@ Generation::Timed Generation::wait() {
   return t;
 }
 
+bool Generation::ready_within(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(queue_->mutex);
+  return queue_->ready.wait_for(lock, timeout, [this] { return !queue_->events.empty(); });
+}
+
 Expected<std::string> Generation::text_of(int32_t token) {
   // A model's vocab may be padded beyond its tokenizer's (Qwen3: 151,936 rows for 151,669
   // tokens); as in vLLM, an id no token has decodes to nothing.

@@ -43,6 +43,8 @@ class Generation {
   };
   // Waits for the next event. After the last piece, done() is true.
   Piece next();
+  // Waits at most `timeout` for an event; true when next() would return without waiting.
+  bool ready_within(std::chrono::milliseconds timeout);
   bool done() const { return done_; }
   // Ends the request early (the client went away); a no-op once done.
   void abort();

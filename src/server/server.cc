@@ -8,6 +8,8 @@
 #include <atomic>
 #include <chrono>
 
+#include "server/connection_watch.h"
+
 namespace evt::server {
 
 using json = nlohmann::json;
@@ -169,23 +171,43 @@ void Server::handle_generation(const httplib::Request& req, httplib::Response& r
   const ResponseHeader header{.endpoint = endpoint, .id = log.id, .model = model_.name, .created = unix_seconds()};
   const bool logprobs = r.sampling.logprobs.has_value();
   if (r.stream) return respond_streamed(res, gen, header, logprobs, r.include_usage, std::move(log));
-  respond_whole(res, *gen, header, logprobs, std::move(log));
+  respond_whole(req, res, *gen, header, logprobs, std::move(log));
 }
 
-void Server::respond_whole(httplib::Response& res, Generation& gen, const ResponseHeader& header, bool logprobs,
-                           LogLine log) {
+void Server::respond_whole(const httplib::Request& req, httplib::Response& res, Generation& gen,
+                           const ResponseHeader& header, bool logprobs, LogLine log) {
+  // Nothing is written until the end, so a client that hangs up is noticed only by watching its
+  // socket; a request generating hundreds of tokens would otherwise hold its KV pages to the end.
+  constexpr auto kWatchInterval = std::chrono::milliseconds(50);
+  const ConnectionWatch watch(req);
   std::string text;
   std::optional<std::vector<LogprobsEntry>> entries;
   if (logprobs) entries.emplace();
   Generation::Piece p;
+  bool disconnected = false;
+  auto next_watch = Clock::now() + kWatchInterval;
   while (!gen.done()) {
+    if (Clock::now() >= next_watch) {
+      if (watch.closed()) {
+        gen.abort();
+        disconnected = true;
+        break;
+      }
+      next_watch = Clock::now() + kWatchInterval;
+    }
+    if (!gen.ready_within(kWatchInterval)) continue;
     p = gen.next();
     text += p.text;
     if (p.logprobs) entries->push_back(*std::move(p.logprobs));
   }
   log.output_tokens = gen.output_tokens();
   log.ttft_ms = gen.ttft_ms();
-  if (!p.error.empty()) {
+  if (disconnected) {
+    // Nobody reads this; 499 (nginx's "client closed request") keeps it apart in the metrics.
+    send_error(res, {.status = 499, .message = "the client disconnected", .code = "client_disconnected"});
+    log.status = 499;
+    log.outcome = "disconnected";
+  } else if (!p.error.empty()) {
     send_error(res, {.status = 500, .message = p.error, .type = "server_error"});
     log.status = 500;
     log.outcome = "error";

@@ -1,11 +1,17 @@
 // The server over real HTTP on loopback: completions and chat, whole and streamed; 32 streaming
 // clients at once get what each gets alone; bad input gets the right status and error JSON and
 // the server keeps answering; a full queue gets 429; clients that hang up mid-stream have their
-// requests aborted, leaving no KV page in use; logprobs, whole and streamed.
+// requests aborted, leaving no KV page in use, and so do clients that hang up while waiting for
+// a whole response; logprobs, whole and streamed.
 
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <nlohmann/json.hpp>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <regex>
@@ -253,6 +259,32 @@ TEST_F(ServerTest, DisconnectsAbortTheirRequests) {
   expect_pages_freed();
   EXPECT_GE(metric("eventide_generation_requests_total{outcome=\"disconnected\"}"), 4);
   // And the server still serves.
+  EXPECT_EQ(post("/v1/completions", completion("After", 2)).status, 200);
+}
+
+// A client waiting for a whole (not streamed) response hangs up: the server notices by
+// watching the socket, aborts the request and frees its pages.
+TEST_F(ServerTest, DisconnectsWhileWaitingForAWholeResponseAbortTheirRequests) {
+  const double before = metric("eventide_generation_requests_total{outcome=\"disconnected\"}");
+  const std::string body = completion("Hang up whole", 230).dump();
+  const std::string request = "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                              "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(server_->port()));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(send(fd, request.data(), request.size(), 0), static_cast<ssize_t>(request.size()));
+  // Hang up once the engine runs it (230 tokens take seconds on the CPU).
+  for (int i = 0; i < 500 && metric("eventide_requests_running") < 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(metric("eventide_requests_running"), 1);
+  close(fd);
+  expect_pages_freed();
+  EXPECT_EQ(metric("eventide_generation_requests_total{outcome=\"disconnected\"}"), before < 0 ? 1 : before + 1);
   EXPECT_EQ(post("/v1/completions", completion("After", 2)).status, 200);
 }
 
