@@ -305,6 +305,17 @@ TEST(CliBenchServe, MeasuresAServerOnTheTinyFixture) {
   EXPECT_NE(c.output.find("Successful requests:                     4"), std::string::npos) << c.output;
 }
 
+// --random-weights takes the repo's tokenizer of the preset's family (read before the weights, so
+// on the CPU the command gets as far as refusing random weights there); --tokenizer overrides it.
+TEST(CliServe, RandomWeightsFindTheRepoTokenizer) {
+  const CliResult random = run_eventide("serve --random-weights --preset qwen3-0.6b --device cpu --port 0");
+  EXPECT_EQ(random.exit_code, 2) << random.output;
+  EXPECT_NE(random.output.find("--random-weights generates weights on the GPU"), std::string::npos) << random.output;
+  const CliResult missing = run_eventide("serve --device cpu --port 0 --tokenizer /nonexistent");
+  EXPECT_EQ(missing.exit_code, 2) << missing.output;
+  EXPECT_NE(missing.output.find("/nonexistent/tokenizer.json"), std::string::npos) << missing.output;
+}
+
 TEST(CliBenchServe, BadFlagsAndNoServer) {
   for (const std::string& args : {std::string("--request-rate 0"), std::string("--request-rate fast"),
                                   std::string("--url localhost:8000"), std::string("--endpoint embeddings")}) {
