@@ -266,6 +266,13 @@ void run_bench_serve(const BenchServeArgs& a) {
     fail(kUsage, fmt::format("{}/v1/models reports no vocab_size; pass --vocab-size for prompts of token ids", a.url));
   }
   const std::vector<Prompt> prompts = random_prompts(a, std::max<int64_t>(vocab, 1), chat);
+  int64_t longest = 0;
+  for (const Prompt& p : prompts) longest = std::max(longest, p.input_len + p.output_len);
+  if (!chat && served->max_model_len && longest > *served->max_model_len) {
+    fail(kUsage, fmt::format("a request of {} prompt and output tokens does not fit the {} positions {} serves; "
+                             "lower --random-input-len or --random-output-len",
+                             longest, *served->max_model_len, served->id));
+  }
   std::vector<json> bodies;
   for (const Prompt& p : prompts) bodies.push_back(request_body(p, model, chat));
 
