@@ -5,6 +5,7 @@
 #include "cli/bench_decode.h"
 #include "cli/bench_engine.h"
 #include "cli/bench_sched.h"
+#include "cli/bench_serve.h"
 #include "cli/devices_command.h"
 #include "cli/generate_command.h"
 #include "cli/graph_command.h"
@@ -25,6 +26,7 @@ int main(int argc, char** argv) {
   evt::cli::add_bench_sched_command(*bench);
   evt::cli::add_bench_decode_command(*bench);
   evt::cli::add_bench_engine_command(*bench);
+  evt::cli::add_bench_serve_command(*bench);
   try {
     app.parse(argc, argv);
   } catch (const CLI::Error& e) {

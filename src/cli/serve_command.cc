@@ -13,6 +13,7 @@
 
 #include "cli/command_exit.h"
 #include "cli/decoder_flags.h"
+#include "model/presets.h"
 #include "server/server.h"
 
 namespace evt::cli {
@@ -28,22 +29,35 @@ namespace fs = std::filesystem;
 
 struct ServeArgs {
   DecoderFlags decoder;
+  std::string tokenizer_dir;
   server::ServerOptions http;
   std::string model_name;
   engine::EngineOptions engine;
 };
 
-// Without --model: the qwen3-tiny fixture of the source tree, found through $EVT_SOURCE_DIR or
-// else in a parent of the binary's directory (build trees live inside the source tree).
-std::string default_model_dir() {
-  const fs::path fixture = fs::path("tests") / "fixtures" / "qwen3-tiny";
-  if (const char* source = std::getenv("EVT_SOURCE_DIR")) return (fs::path(source) / fixture).string();
+// A folder of the source tree, found through $EVT_SOURCE_DIR or else in a parent of the
+// binary's directory (build trees live inside the source tree); `marker` is a file it holds.
+std::string source_tree_dir(const fs::path& relative, const std::string& marker, const std::string& why) {
+  if (const char* source = std::getenv("EVT_SOURCE_DIR")) return (fs::path(source) / relative).string();
   std::error_code ec;
   for (fs::path dir = fs::read_symlink("/proc/self/exe", ec).parent_path(); !ec && dir.has_relative_path();
        dir = dir.parent_path()) {
-    if (fs::exists(dir / fixture / "config.json")) return (dir / fixture).string();
+    if (fs::exists(dir / relative / marker)) return (dir / relative).string();
   }
-  fail(kUsage, "no --model given, and tests/fixtures/qwen3-tiny was found neither under $EVT_SOURCE_DIR nor above the binary");
+  fail(kUsage, fmt::format("{}, and {} was found neither under $EVT_SOURCE_DIR nor above the binary", why,
+                           relative.string()));
+}
+
+// --tokenizer, or the --model folder, or for --random-weights the tokenizer the repo ships for
+// the preset's family (Qwen3's own; a small one in Llama 3's layout for Llama presets).
+std::string tokenizer_dir(const ServeArgs& a) {
+  if (!a.tokenizer_dir.empty()) return a.tokenizer_dir;
+  if (!a.decoder.random_weights) return a.decoder.model_dir;
+  const auto config = model::preset_config(a.decoder.preset);
+  if (!config.ok()) fail(kUsage, config.status().message());
+  const char* name = config->architecture == model::Architecture::kQwen3 ? "qwen3" : "llama3-style";
+  return source_tree_dir(fs::path("models") / "tokenizers" / name, "tokenizer.json",
+                         "--random-weights without --tokenizer");
 }
 
 // tokenizer_config.json's eos_token ("<|im_end|>" or {"content": ...}) as an id, which chat
@@ -79,8 +93,10 @@ void stop_on_signals(server::Server& s) {
 }
 
 void run_serve(ServeArgs& a) {
-  if (a.decoder.model_dir.empty() && !a.decoder.random_weights) a.decoder.model_dir = default_model_dir();
-  const fs::path dir = a.decoder.model_dir;
+  if (a.decoder.model_dir.empty() && !a.decoder.random_weights) {
+    a.decoder.model_dir = source_tree_dir(fs::path("tests") / "fixtures" / "qwen3-tiny", "config.json", "no --model given");
+  }
+  const fs::path dir = tokenizer_dir(a);
   auto tok = tokenizer::Tokenizer::load(dir / "tokenizer.json");
   if (!tok.ok()) fail(kUsage, tok.status().message());
   std::optional<tokenizer::ChatTemplate> chat;
@@ -99,7 +115,9 @@ void run_serve(ServeArgs& a) {
                              tok->vocab_size(), eng.decoder().config().vocab_size));
   }
 
-  server::ServedModel served{.name = a.model_name.empty() ? dir.filename().string() : a.model_name,
+  const std::string default_name =
+      a.decoder.random_weights ? "random-" + a.decoder.preset : fs::path(a.decoder.model_dir).filename().string();
+  server::ServedModel served{.name = a.model_name.empty() ? default_name : a.model_name,
                              .engine = &eng,
                              .tokenizer = &*tok,
                              .chat_template = std::move(chat),
@@ -126,13 +144,19 @@ void add_serve_command(CLI::App& app) {
       "An OpenAI-compatible HTTP server: POST /v1/completions and /v1/chat/completions (streaming with "
       "\"stream\": true), GET /v1/models, /health and /metrics (Prometheus). Without --model it serves "
       "tests/fixtures/qwen3-tiny of the source tree ($EVT_SOURCE_DIR, or a parent of the binary's directory); "
-      "the model directory needs tokenizer.json, and tokenizer_config.json for the chat template");
+      "the model directory (or --tokenizer) needs tokenizer.json, and tokenizer_config.json for the chat "
+      "template. Prints a line starting \"ready: \" with the URL once it accepts requests");
   add_decoder_flags(*cmd, o->decoder, "CPU: 1024; CUDA: --kv-fraction of the free GPU memory");
+  cmd->add_option("--tokenizer", o->tokenizer_dir,
+                  "folder with tokenizer.json (and tokenizer_config.json for the chat template and EOS); default: "
+                  "the --model folder, or with --random-weights the repo's models/tokenizers/qwen3 (Qwen3 presets) "
+                  "or models/tokenizers/llama3-style (Llama presets)");
   cmd->add_option("--host", o->http.host, "address to listen on")->capture_default_str();
   cmd->add_option("--port", o->http.port, "port to listen on; 0: any free port")
       ->capture_default_str()
       ->check(CLI::Range(0, 65535));
-  cmd->add_option("--served-model-name", o->model_name, "the model id clients use; default: the model directory's name");
+  cmd->add_option("--served-model-name", o->model_name,
+                  "the model id clients use; default: the model directory's name, or random-PRESET");
   cmd->add_option("--http-threads", o->http.http_threads, "connections served at once")
       ->capture_default_str()
       ->check(CLI::Range(1, 4096));

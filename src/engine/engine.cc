@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <span>
 
 #include "engine/step_builder.h"
+#include "util/check.h"
 
 namespace evt::engine {
 
@@ -128,7 +130,8 @@ void Engine::finish(RequestId id, FinishReason reason, const std::string& error,
   ++counted_.requests_finished;
 }
 
-void Engine::accept_token(Sequence& seq, int32_t token, std::vector<Outgoing>& out) {
+void Engine::accept_token(Sequence& seq, int32_t token, std::optional<TokenLogprobs> logprobs,
+                          std::vector<Outgoing>& out) {
   seq.tokens.push_back(token);
   const SamplingParams& p = seq.params;
   if (p.presence_penalty != 0 || p.frequency_penalty != 0) ++seq.output_counts[token];
@@ -140,7 +143,8 @@ void Engine::accept_token(Sequence& seq, int32_t token, std::vector<Outgoing>& o
   } else if (seq.outputs() >= p.max_tokens) {
     reason = FinishReason::kLength;
   }
-  out.push_back({seq.callback, {.request = seq.id, .token = token, .finish = reason, .error = {}}});
+  out.push_back({seq.callback,
+                 {.request = seq.id, .token = token, .finish = reason, .error = {}, .logprobs = std::move(logprobs)}});
   if (reason != FinishReason::kNone) {
     scheduler_.remove(seq.id);  // destroys seq
     ++counted_.requests_finished;
@@ -180,7 +184,14 @@ Expected<bool> Engine::step() {
     if (stuck) return error("engine: requests are waiting but none can be scheduled");
     return false;
   }
-  Expected<model::StepOutput> result = decoder_->step(build_step(s), false);
+  // Logits come back to the host only on steps where a sampled sequence wants logprobs. That
+  // copies the whole S x V float logits of the step (for Qwen3's V = 151,936: 594 KiB per
+  // sequence of the batch) and costs a log-softmax and a top-k pass over V per such sequence;
+  // other steps copy nothing.
+  const bool want_logits = std::any_of(s.chunks.begin(), s.chunks.end(), [](const ScheduledChunk& c) {
+    return c.samples() && c.seq->params.logprobs.has_value();
+  });
+  Expected<model::StepOutput> result = decoder_->step(build_step(s), want_logits);
   if (!result.ok()) {
     const std::string message = fmt::format("step of {} tokens from {} sequences failed: {}", s.tokens(),
                                             s.chunks.size(), result.status().message());
@@ -192,8 +203,15 @@ Expected<bool> Engine::step() {
   std::vector<Sequence*> sampled;  // chunks that reached their sequence's end, before complete() moves it
   for (const ScheduledChunk& c : s.chunks) sampled.push_back(c.samples() ? c.seq : nullptr);
   scheduler_.complete(s);
+  const auto vocab = static_cast<size_t>(decoder_->config().vocab_size);
   for (size_t i = 0; i < sampled.size(); ++i) {
-    if (sampled[i] != nullptr) accept_token(*sampled[i], result->next[i], out);
+    if (sampled[i] == nullptr) continue;
+    std::optional<TokenLogprobs> logprobs;
+    if (const std::optional<int32_t> top_n = sampled[i]->params.logprobs) {
+      EVT_CHECK(result->logits.size() == sampled.size() * vocab) << "the step returned no logits";
+      logprobs = token_logprobs(std::span(result->logits).subspan(i * vocab, vocab), result->next[i], *top_n);
+    }
+    accept_token(*sampled[i], result->next[i], std::move(logprobs), out);
   }
   publish(&s);
   deliver();

@@ -93,7 +93,7 @@ class Engine {
   void drain_inbox(std::vector<Outgoing>& out);
   void finish(RequestId id, FinishReason reason, const std::string& error, std::vector<Outgoing>& out);
   // Appends the sampled token, and ends the sequence if it stops here.
-  void accept_token(Sequence& seq, int32_t token, std::vector<Outgoing>& out);
+  void accept_token(Sequence& seq, int32_t token, std::optional<TokenLogprobs> logprobs, std::vector<Outgoing>& out);
   void fail_all(const std::string& error, std::vector<Outgoing>& out);
   // Copies the stepping thread's counters and the queues' sizes into metrics_.
   void publish(const Schedule* ran);

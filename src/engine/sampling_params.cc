@@ -17,6 +17,9 @@ Status validate(const SamplingParams& p, int64_t vocab_size) {
   if (!(p.frequency_penalty >= -2 && p.frequency_penalty <= 2)) {
     return error("frequency_penalty must be in [-2, 2], got {}", p.frequency_penalty);
   }
+  if (p.logprobs && (*p.logprobs < 0 || *p.logprobs > kMaxLogprobs)) {
+    return error("logprobs must be in [0, {}], got {}", kMaxLogprobs, *p.logprobs);
+  }
   if (p.max_tokens < 1) return error("max_tokens must be at least 1, got {}", p.max_tokens);
   for (int32_t id : p.stop_token_ids) {
     if (id < 0 || id >= vocab_size) return error("stop token id {} is outside the vocab of {}", id, vocab_size);

@@ -11,6 +11,10 @@
 
 namespace evt::engine {
 
+// The most alternatives a request may ask to see beside each token's logprob (OpenAI's limit for
+// completions).
+inline constexpr int32_t kMaxLogprobs = 5;
+
 struct SamplingParams {
   float temperature = 0;          // 0: greedy
   int32_t top_k = 0;              // 0: off
@@ -22,6 +26,9 @@ struct SamplingParams {
   int64_t max_tokens = 16;        // new tokens at most
   std::vector<int32_t> stop_token_ids;
   bool ignore_eos = false;        // keep going past the model's EOS ids (benchmarks)
+  // Set: each token comes with its logprob and the logprobs of this many most likely tokens
+  // (0..kMaxLogprobs), from the model's raw logits (before temperature and penalties).
+  std::optional<int32_t> logprobs;
 };
 
 // Names the first value out of range, e.g. "top_p must be in (0, 1], got 1.5". Ranges follow

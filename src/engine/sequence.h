@@ -6,10 +6,12 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "engine/logprobs.h"
 #include "engine/sampling_params.h"
 
 namespace evt::engine {
@@ -32,6 +34,7 @@ struct TokenEvent {
   int32_t token = -1;  // -1: no token (abort, error)
   FinishReason finish = FinishReason::kNone;
   std::string error;   // with kError
+  std::optional<TokenLogprobs> logprobs;  // with a token, when the request asked for logprobs
 };
 using TokenCallback = std::function<void(const TokenEvent&)>;
 

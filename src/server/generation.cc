@@ -1,10 +1,13 @@
 #include "server/generation.h"
 
+#include <algorithm>
+
 namespace evt::server {
 
 Generation::Generation(engine::Engine& engine, const tokenizer::Tokenizer& tokenizer, std::vector<std::string> stops,
                        ServerMetrics& metrics, Clock::time_point arrival)
     : engine_(engine),
+      tokenizer_(tokenizer),
       decoder_(tokenizer, /*skip_special=*/true),
       stops_(std::move(stops)),
       metrics_(metrics),
@@ -26,9 +29,27 @@ Generation::Timed Generation::wait() {
   return t;
 }
 
+bool Generation::ready_within(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(queue_->mutex);
+  return queue_->ready.wait_for(lock, timeout, [this] { return !queue_->events.empty(); });
+}
+
 Expected<std::string> Generation::text_of(int32_t token) {
+  // A model's vocab may be padded beyond its tokenizer's (Qwen3: 151,936 rows for 151,669
+  // tokens); as in vLLM, an id no token has decodes to nothing.
+  if (!tokenizer_.token_bytes(token)) return std::string();
   EVT_ASSIGN_OR_RETURN(std::string piece, decoder_.push(token));
+  // The decoder returns whole UTF-8 characters: one lead byte each.
+  decoded_chars_ += std::count_if(piece.begin(), piece.end(), [](char c) { return (c & 0xC0) != 0x80; });
   return stops_.push(piece);
+}
+
+LogprobsEntry Generation::named(int32_t token, const engine::TokenLogprobs& logprobs) const {
+  // Ids the tokenizer lacks (a model's vocab may be padded beyond it) show as empty tokens.
+  const auto bytes = [this](int32_t id) { return std::string(tokenizer_.token_bytes(id).value_or("")); };
+  LogprobsEntry entry{.chosen = {bytes(token), logprobs.logprob}, .top = {}, .text_offset = decoded_chars_};
+  for (const auto& [id, logprob] : logprobs.top) entry.top.push_back({bytes(id), logprob});
+  return entry;
 }
 
 Generation::Piece Generation::next() {
@@ -45,6 +66,7 @@ Generation::Piece Generation::next() {
       metrics_.observe_inter_token(since_ms / 1e3);
     }
     last_token_ = t.at;
+    if (e.logprobs) p.logprobs = named(e.token, *e.logprobs);
     Expected<std::string> text = text_of(e.token);
     if (!text.ok()) {
       abort();

@@ -4,6 +4,8 @@
 
 #include <limits>
 
+#include "tokenizer/utf8.h"
+
 namespace evt::server {
 
 using json = nlohmann::json;
@@ -128,13 +130,10 @@ std::vector<std::string> read_stop(const json& body) {
 
 // Fields this server does not implement: rejected rather than ignored, so that a client never
 // gets output it did not ask for.
-void reject_unsupported(const json& body, Endpoint endpoint) {
+void reject_unsupported(const json& body) {
   if (const auto n = read_int(body, "n"); n && *n != 1) bad_field("n", fmt::format("only n=1 is supported, got {}", *n));
   if (const auto b = read_int(body, "best_of"); b && *b != 1) bad_field("best_of", "only best_of=1 is supported");
   if (read_bool(body, "echo").value_or(false)) bad_field("echo", "'echo' is not supported");
-  const json* logprobs = field(body, "logprobs");
-  const bool wants_logprobs = logprobs && (endpoint == Endpoint::kChat ? *logprobs != false : true);
-  if (wants_logprobs || field(body, "top_logprobs")) bad_field("logprobs", "logprobs are not supported yet");
   for (const char* name : {"tools", "tool_choice", "response_format"}) {
     if (field(body, name)) bad_field(name, fmt::format("'{}' is not supported", name));
   }
@@ -153,7 +152,25 @@ engine::SamplingParams read_sampling(const json& body) {
     p.top_k = *k == -1 ? 0 : static_cast<int32_t>(*k);
   }
   if (const auto seed = read_int(body, "seed")) p.seed = static_cast<uint64_t>(*seed);
+  p.ignore_eos = read_bool(body, "ignore_eos").value_or(false);
   return p;
+}
+
+std::optional<int32_t> read_top_count(const json& body, const std::string& name) {
+  const std::optional<int64_t> n = read_int(body, name);
+  if (n && (*n < 0 || *n > engine::kMaxLogprobs)) {
+    bad_field(name, fmt::format("'{}' must be in [0, {}], got {}", name, engine::kMaxLogprobs, *n));
+  }
+  return n ? std::optional<int32_t>(static_cast<int32_t>(*n)) : std::nullopt;
+}
+
+// Completions: "logprobs": N alternatives. Chat: "logprobs": true, with "top_logprobs": N.
+std::optional<int32_t> read_logprobs(const json& body, Endpoint endpoint) {
+  if (endpoint == Endpoint::kCompletions) return read_top_count(body, "logprobs");
+  const bool wanted = read_bool(body, "logprobs").value_or(false);
+  const std::optional<int32_t> top = read_top_count(body, "top_logprobs");
+  if (top && !wanted) bad_field("top_logprobs", "'top_logprobs' requires \"logprobs\": true");
+  return wanted ? std::optional<int32_t>(top.value_or(0)) : std::nullopt;
 }
 
 GenerationRequest parse_fields(const json& body, Endpoint endpoint) {
@@ -161,7 +178,7 @@ GenerationRequest parse_fields(const json& body, Endpoint endpoint) {
   GenerationRequest r;
   r.endpoint = endpoint;
   if (const json* m = field(body, "model")) r.model = read_string(*m, "model");
-  reject_unsupported(body, endpoint);
+  reject_unsupported(body);
   if (endpoint == Endpoint::kChat) {
     r.messages = read_messages(body);
     r.max_tokens = read_int(body, "max_completion_tokens");
@@ -171,6 +188,7 @@ GenerationRequest parse_fields(const json& body, Endpoint endpoint) {
     r.max_tokens = read_int(body, "max_tokens");
   }
   r.sampling = read_sampling(body);
+  r.sampling.logprobs = read_logprobs(body, endpoint);
   r.stop = read_stop(body);
   r.stream = read_bool(body, "stream").value_or(false);
   if (const json* o = field(body, "stream_options")) {
@@ -180,7 +198,22 @@ GenerationRequest parse_fields(const json& body, Endpoint endpoint) {
   return r;
 }
 
-json choice_base() { return {{"index", 0}, {"logprobs", nullptr}}; }
+json choice_base(const std::optional<std::vector<LogprobsEntry>>& logprobs, Endpoint endpoint) {
+  return {{"index", 0}, {"logprobs", logprobs ? logprobs_json(endpoint, *logprobs) : json(nullptr)}};
+}
+
+// JSON strings must be valid UTF-8; a token may be part of a character.
+std::string token_text(const std::string& bytes) {
+  std::string text;
+  tokenizer::append_lossy_utf8(text, bytes);
+  return text;
+}
+
+json chat_token_json(const TokenLogprob& t) {
+  json bytes = json::array();
+  for (const char c : t.token) bytes.push_back(static_cast<unsigned char>(c));
+  return {{"token", token_text(t.token)}, {"logprob", t.logprob}, {"bytes", bytes}};
+}
 
 json usage_json(const Usage& u) {
   return {{"prompt_tokens", u.prompt_tokens},
@@ -229,9 +262,34 @@ std::variant<GenerationRequest, ApiError> parse_request(std::string_view body, E
   }
 }
 
+json logprobs_json(Endpoint e, const std::vector<LogprobsEntry>& entries) {
+  if (e == Endpoint::kChat) {
+    json content = json::array();
+    for (const LogprobsEntry& entry : entries) {
+      json item = chat_token_json(entry.chosen);
+      item["top_logprobs"] = json::array();
+      for (const TokenLogprob& t : entry.top) item["top_logprobs"].push_back(chat_token_json(t));
+      content.push_back(std::move(item));
+    }
+    return {{"content", std::move(content)}};
+  }
+  json tokens = json::array(), token_logprobs = json::array(), top_logprobs = json::array(), offsets = json::array();
+  for (const LogprobsEntry& entry : entries) {
+    tokens.push_back(token_text(entry.chosen.token));
+    token_logprobs.push_back(entry.chosen.logprob);
+    json top = json::object();
+    // Tokens whose texts are equal (parts of characters, all U+FFFD) share a key: the most likely stays.
+    for (const TokenLogprob& t : entry.top) top.emplace(token_text(t.token), t.logprob);
+    top.emplace(token_text(entry.chosen.token), entry.chosen.logprob);
+    top_logprobs.push_back(std::move(top));
+    offsets.push_back(entry.text_offset);
+  }
+  return {{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top_logprobs}, {"text_offset", offsets}};
+}
+
 json completion_body(const ResponseHeader& h, const std::string& text, std::string_view finish_reason,
-                     const Usage& usage) {
-  json choice = choice_base();
+                     const Usage& usage, const std::optional<std::vector<LogprobsEntry>>& logprobs) {
+  json choice = choice_base(logprobs, h.endpoint);
   choice["finish_reason"] = finish_reason;
   if (h.endpoint == Endpoint::kChat) choice["message"] = {{"role", "assistant"}, {"content", text}};
   else choice["text"] = text;
@@ -242,8 +300,8 @@ json completion_body(const ResponseHeader& h, const std::string& text, std::stri
 }
 
 json chunk_body(const ResponseHeader& h, const std::string& text, std::optional<std::string_view> finish_reason,
-                bool first) {
-  json choice = choice_base();
+                bool first, const std::optional<std::vector<LogprobsEntry>>& logprobs) {
+  json choice = choice_base(logprobs, h.endpoint);
   choice["finish_reason"] = finish_reason ? json(*finish_reason) : json(nullptr);
   if (h.endpoint == Endpoint::kChat) {
     choice["delta"] = {{"content", text}};
@@ -263,9 +321,14 @@ json usage_chunk_body(const ResponseHeader& h, const Usage& usage) {
   return j;
 }
 
-json models_body(const std::string& model, int64_t created) {
+json models_body(const std::string& model, int64_t created, int64_t max_model_len, int64_t vocab_size) {
   return {{"object", "list"},
-          {"data", json::array({{{"id", model}, {"object", "model"}, {"created", created}, {"owned_by", "eventide"}}})}};
+          {"data", json::array({{{"id", model},
+                                 {"object", "model"},
+                                 {"created", created},
+                                 {"owned_by", "eventide"},
+                                 {"max_model_len", max_model_len},
+                                 {"vocab_size", vocab_size}}})}};
 }
 
 std::string sse_event(const json& j) { return "data: " + j.dump() + "\n\n"; }

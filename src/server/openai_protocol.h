@@ -3,7 +3,7 @@
 // engine needs, and response bodies built, with no sockets involved (server.h does the HTTP).
 // Value ranges (temperature, top_p, max_tokens, ...) are checked by the engine at submit, which
 // names the field; this layer checks presence and types, and what the engine cannot know (n,
-// logprobs, stop strings).
+// the logprobs fields' names, stop strings).
 
 #include <nlohmann/json.hpp>
 
@@ -50,6 +50,24 @@ struct GenerationRequest {
 // Parses a request body; on failure the error names the field.
 std::variant<GenerationRequest, ApiError> parse_request(std::string_view body, Endpoint endpoint);
 
+// A token and its logprob, the token as the raw bytes the tokenizer gives it (possibly part of a
+// UTF-8 character; responses show it as text with U+FFFD there, and chat also as its bytes).
+struct TokenLogprob {
+  std::string token;
+  float logprob = 0;
+};
+
+// One generated token's logprobs as a response shows them.
+struct LogprobsEntry {
+  TokenLogprob chosen;
+  std::vector<TokenLogprob> top;  // the most likely tokens, most likely first
+  int64_t text_offset = 0;        // characters of the generated text before this token's
+};
+// Completions: {"tokens", "token_logprobs", "top_logprobs", "text_offset"}, each top_logprobs
+// entry a map that also holds the chosen token (OpenAI: "up to logprobs+1 elements"); chat:
+// {"content": [{"token", "logprob", "bytes", "top_logprobs"}]}.
+nlohmann::json logprobs_json(Endpoint e, const std::vector<LogprobsEntry>& entries);
+
 struct Usage {
   int64_t prompt_tokens = 0, completion_tokens = 0;
 };
@@ -62,15 +80,20 @@ struct ResponseHeader {
   int64_t created = 0;  // Unix seconds
 };
 
+// `logprobs` unset: the choice's "logprobs" is null (the request asked for none).
 nlohmann::json completion_body(const ResponseHeader& h, const std::string& text, std::string_view finish_reason,
-                               const Usage& usage);
-// One streamed chunk: `text` and, on the last one, the finish reason. Chat's first chunk also
-// carries the role.
+                               const Usage& usage, const std::optional<std::vector<LogprobsEntry>>& logprobs);
+// One streamed chunk: `text`, the logprobs of its tokens, and, on the last one, the finish
+// reason. Chat's first chunk also carries the role.
 nlohmann::json chunk_body(const ResponseHeader& h, const std::string& text,
-                          std::optional<std::string_view> finish_reason, bool first);
+                          std::optional<std::string_view> finish_reason, bool first,
+                          const std::optional<std::vector<LogprobsEntry>>& logprobs);
 // The chunk that stream_options.include_usage adds at the end: no choices, the usage.
 nlohmann::json usage_chunk_body(const ResponseHeader& h, const Usage& usage);
-nlohmann::json models_body(const std::string& model, int64_t created);
+// Besides OpenAI's fields, the model carries vLLM's max_model_len (prompt plus max_tokens at
+// most) and vocab_size (one past the largest id the tokenizer names), which a benchmark client
+// needs to make prompts of token ids.
+nlohmann::json models_body(const std::string& model, int64_t created, int64_t max_model_len, int64_t vocab_size);
 
 // A server-sent event carrying `j`.
 std::string sse_event(const nlohmann::json& j);

@@ -8,6 +8,8 @@
 #include <atomic>
 #include <chrono>
 
+#include "server/connection_watch.h"
+
 namespace evt::server {
 
 using json = nlohmann::json;
@@ -71,7 +73,7 @@ Server::Server(ServedModel model, ServerOptions options)
     handle_generation(req, res, Endpoint::kChat);
   });
   http_->Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
-    send_json(res, 200, models_body(model_.name, created_));
+    send_json(res, 200, models_body(model_.name, created_, model_.engine->max_context(), model_.tokenizer->vocab_size()));
   });
   http_->Get("/health", [](const httplib::Request&, httplib::Response& res) { send_json(res, 200, {{"status", "ok"}}); });
   http_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
@@ -160,48 +162,84 @@ void Server::handle_generation(const httplib::Request& req, httplib::Response& r
   // Chat defaults to the rest of the context, as OpenAI's does; completions to OpenAI's 16.
   const int64_t room = std::max<int64_t>(1, model_.engine->max_context() - log.prompt_tokens);
   er.sampling.max_tokens = r.max_tokens.value_or(chat ? room : 16);
-  er.sampling.stop_token_ids = model_.eos_token_ids;
+  if (!r.sampling.ignore_eos) er.sampling.stop_token_ids = model_.eos_token_ids;
 
   auto gen = std::make_shared<Generation>(*model_.engine, *model_.tokenizer, r.stop, metrics_, log.arrival);
   const engine::Submission s = model_.engine->submit(std::move(er), gen->callback());
   if (!s.accepted()) return reject(rejection_error(s));
   gen->started(s.id);
   const ResponseHeader header{.endpoint = endpoint, .id = log.id, .model = model_.name, .created = unix_seconds()};
+  const bool logprobs = r.sampling.logprobs.has_value();
+  if (r.stream) return respond_streamed(res, gen, header, logprobs, r.include_usage, std::move(log));
+  respond_whole(req, res, *gen, header, logprobs, std::move(log));
+}
 
-  if (!r.stream) {
-    std::string text;
-    Generation::Piece p;
-    while (!gen->done()) {
-      p = gen->next();
-      text += p.text;
+void Server::respond_whole(const httplib::Request& req, httplib::Response& res, Generation& gen,
+                           const ResponseHeader& header, bool logprobs, LogLine log) {
+  // Nothing is written until the end, so a client that hangs up is noticed only by watching its
+  // socket; a request generating hundreds of tokens would otherwise hold its KV pages to the end.
+  constexpr auto kWatchInterval = std::chrono::milliseconds(50);
+  const ConnectionWatch watch(req);
+  std::string text;
+  std::optional<std::vector<LogprobsEntry>> entries;
+  if (logprobs) entries.emplace();
+  Generation::Piece p;
+  bool disconnected = false;
+  auto next_watch = Clock::now() + kWatchInterval;
+  while (!gen.done()) {
+    if (Clock::now() >= next_watch) {
+      if (watch.closed()) {
+        gen.abort();
+        disconnected = true;
+        break;
+      }
+      next_watch = Clock::now() + kWatchInterval;
     }
-    log.output_tokens = gen->output_tokens();
-    log.ttft_ms = gen->ttft_ms();
-    if (!p.error.empty()) {
-      send_error(res, {.status = 500, .message = p.error, .type = "server_error"});
-      log.status = 500;
-      log.outcome = "error";
-    } else {
-      send_json(res, 200, completion_body(header, text, *p.finish_reason, {log.prompt_tokens, log.output_tokens}));
-      log.outcome = *p.finish_reason;
-    }
-    return log_request(log);
+    if (!gen.ready_within(kWatchInterval)) continue;
+    p = gen.next();
+    text += p.text;
+    if (p.logprobs) entries->push_back(*std::move(p.logprobs));
   }
+  log.output_tokens = gen.output_tokens();
+  log.ttft_ms = gen.ttft_ms();
+  if (disconnected) {
+    // Nobody reads this; 499 (nginx's "client closed request") keeps it apart in the metrics.
+    send_error(res, {.status = 499, .message = "the client disconnected", .code = "client_disconnected"});
+    log.status = 499;
+    log.outcome = "disconnected";
+  } else if (!p.error.empty()) {
+    send_error(res, {.status = 500, .message = p.error, .type = "server_error"});
+    log.status = 500;
+    log.outcome = "error";
+  } else {
+    send_json(res, 200, completion_body(header, text, *p.finish_reason, {log.prompt_tokens, log.output_tokens}, entries));
+    log.outcome = *p.finish_reason;
+  }
+  log_request(log);
+}
 
+void Server::respond_streamed(httplib::Response& res, std::shared_ptr<Generation> gen, const ResponseHeader& header,
+                              bool logprobs, bool include_usage, LogLine log) {
   res.set_header("Cache-Control", "no-cache");
   auto outcome = std::make_shared<std::string>("disconnected");
   res.set_chunked_content_provider(
       "text/event-stream",
-      [gen, header, outcome, include_usage = r.include_usage, prompt = log.prompt_tokens](size_t, httplib::DataSink& sink) {
+      [gen, header, outcome, logprobs, include_usage, prompt = log.prompt_tokens](size_t, httplib::DataSink& sink) {
         bool first = true;
         while (!gen->done()) {
-          const Generation::Piece p = gen->next();
+          Generation::Piece p = gen->next();
           std::string event;
           if (!p.error.empty()) {
             event = sse_event(error_body({.status = 500, .message = p.error, .type = "server_error"}));
             *outcome = "error";
-          } else if (first || !p.text.empty() || p.finish_reason) {
-            event = sse_event(chunk_body(header, p.text, p.finish_reason, first));
+          } else if (first || !p.text.empty() || p.finish_reason || p.logprobs) {
+            // With logprobs, every token gets a chunk, even one whose text is still held back.
+            std::optional<std::vector<LogprobsEntry>> entries;
+            if (logprobs) {
+              entries.emplace();
+              if (p.logprobs) entries->push_back(*std::move(p.logprobs));
+            }
+            event = sse_event(chunk_body(header, p.text, p.finish_reason, first, entries));
             first = false;
             if (p.finish_reason) *outcome = *p.finish_reason;
           }

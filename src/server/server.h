@@ -2,7 +2,8 @@
 // The OpenAI-compatible HTTP server over an Engine (cpp-httplib, one thread per connection from
 // a pool): POST /v1/completions and /v1/chat/completions (whole or streamed as server-sent
 // events), GET /v1/models, /health and /metrics. Bad requests get an OpenAI-style error and
-// the server goes on; a client that disconnects mid-stream has its engine request aborted.
+// the server goes on; a client that disconnects, streaming or waiting for a whole response, has
+// its engine request aborted.
 // Each request logs one line: id, endpoint, status, tokens, TTFT and total time.
 
 #include <cstdint>
@@ -70,6 +71,11 @@ class Server {
     Clock::time_point arrival;
   };
   void log_request(const LogLine& l);
+  // The response to an accepted request, whole or as server-sent events.
+  void respond_whole(const httplib::Request& req, httplib::Response& res, Generation& gen,
+                     const ResponseHeader& header, bool logprobs, LogLine log);
+  void respond_streamed(httplib::Response& res, std::shared_ptr<Generation> gen, const ResponseHeader& header,
+                        bool logprobs, bool include_usage, LogLine log);
 
   ServedModel model_;
   ServerOptions options_;

@@ -2,9 +2,16 @@
 
 #include <gtest/gtest.h>
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -220,6 +227,105 @@ TEST(CliBenchEngine, BadFlagsAreUsageErrors) {
     const CliResult r = run_eventide("bench engine" + args);
     EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.output;
   }
+}
+
+// `eventide serve` in the background on a free loopback port (it picks one with --port 0 and
+// names it in its ready line), its output in a log file, stopped with SIGTERM.
+class ServeProcess {
+ public:
+  explicit ServeProcess(const std::string& args) {
+    log_ = ::testing::TempDir() + "eventide_serve_" + std::to_string(getpid()) + ".log";
+    const std::string cmd = "exec " + std::string(EVT_BINARY) + " serve --port 0 " + args + " > " + log_ + " 2>&1";
+    pid_ = fork();
+    if (pid_ == 0) {
+      execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    const std::regex ready(R"(ready: serving \S+ at (http://[0-9.]+:[0-9]+))");
+    for (int i = 0; i < 600 && url_.empty(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      std::smatch m;
+      const std::string text = log();
+      if (std::regex_search(text, m, ready)) url_ = m[1];
+    }
+  }
+  ~ServeProcess() {
+    if (pid_ > 0) {
+      kill(pid_, SIGTERM);
+      int status = 0;
+      waitpid(pid_, &status, 0);
+    }
+    std::filesystem::remove(log_);
+  }
+  const std::string& url() const { return url_; }  // empty: it never got ready
+  std::string log() const {
+    std::ifstream in(log_);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  }
+
+ private:
+  pid_t pid_ = -1;
+  std::string log_, url_;
+};
+
+// The CI run of the serving benchmark: eventide serve on the qwen3-tiny fixture, 8 requests at
+// once, every one completing with exactly its 8 tokens, and the JSON saying so.
+TEST(CliBenchServe, MeasuresAServerOnTheTinyFixture) {
+  ServeProcess server("--device cpu --workers 2 --model " + fixture("qwen3-tiny"));
+  ASSERT_FALSE(server.url().empty()) << server.log();
+  const std::string json = ::testing::TempDir() + "bench_serve.json";
+  const CliResult r = run_eventide("bench serve --url " + server.url() +
+                                   " --num-prompts 8 --request-rate inf --random-input-len 16 --random-output-len 8 "
+                                   "--commit abc123 --json " + json);
+  ASSERT_EQ(r.exit_code, 0) << r.output << "\n" << server.log();
+  std::ifstream in(json);
+  const nlohmann::json j = nlohmann::json::parse(in);
+  EXPECT_EQ(j["completed"], 8) << j.dump(2);
+  EXPECT_EQ(j["failed"], 0);
+  EXPECT_EQ(j["total_input_tokens"], 8 * 16);
+  EXPECT_EQ(j["total_output_tokens"], 8 * 8);
+  EXPECT_EQ(j["model_id"], "qwen3-tiny");
+  EXPECT_EQ(j["commit"], "abc123");
+  EXPECT_NE(j["command"].get<std::string>().find("bench serve --url"), std::string::npos);
+  EXPECT_GT(j["median_tpot_ms"].get<double>(), 0);
+  for (const char* metric : {"ttft", "tpot", "itl", "e2el"}) {
+    const std::string m = metric;
+    EXPECT_GE(j["p99_" + m + "_ms"].get<double>(), j["median_" + m + "_ms"].get<double>()) << m;
+    EXPECT_GE(j["p90_" + m + "_ms"].get<double>(), j["median_" + m + "_ms"].get<double>()) << m;
+  }
+  EXPECT_GT(j["request_throughput"].get<double>(), 0);
+  EXPECT_GT(j["total_token_throughput"].get<double>(), j["output_throughput"].get<double>());
+  EXPECT_NE(r.output.find("Serving Benchmark Result"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("P99 ITL (ms):"), std::string::npos) << r.output;
+  // The chat endpoint, paced and limited, on the same server.
+  const CliResult c = run_eventide("bench serve --url " + server.url() +
+                                   " --endpoint chat --num-prompts 4 --request-rate 50 --max-concurrency 2 "
+                                   "--random-input-len 8 --random-output-len 4 --random-range-ratio 0.5");
+  ASSERT_EQ(c.exit_code, 0) << c.output;
+  EXPECT_NE(c.output.find("Successful requests:                     4"), std::string::npos) << c.output;
+}
+
+// --random-weights takes the repo's tokenizer of the preset's family (read before the weights, so
+// on the CPU the command gets as far as refusing random weights there); --tokenizer overrides it.
+TEST(CliServe, RandomWeightsFindTheRepoTokenizer) {
+  const CliResult random = run_eventide("serve --random-weights --preset qwen3-0.6b --device cpu --port 0");
+  EXPECT_EQ(random.exit_code, 2) << random.output;
+  EXPECT_NE(random.output.find("--random-weights generates weights on the GPU"), std::string::npos) << random.output;
+  const CliResult missing = run_eventide("serve --device cpu --port 0 --tokenizer /nonexistent");
+  EXPECT_EQ(missing.exit_code, 2) << missing.output;
+  EXPECT_NE(missing.output.find("/nonexistent/tokenizer.json"), std::string::npos) << missing.output;
+}
+
+TEST(CliBenchServe, BadFlagsAndNoServer) {
+  for (const std::string& args : {std::string("--request-rate 0"), std::string("--request-rate fast"),
+                                  std::string("--url localhost:8000"), std::string("--endpoint embeddings")}) {
+    const CliResult r = run_eventide("bench serve " + args);
+    EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.output;
+  }
+  // Port 1 on loopback: nothing listens there.
+  const CliResult r = run_eventide("bench serve --url http://127.0.0.1:1 --num-prompts 1");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("GET http://127.0.0.1:1/v1/models"), std::string::npos) << r.output;
 }
 
 }  // namespace

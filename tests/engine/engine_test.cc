@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <condition_variable>
 #include <functional>
 #include <map>
@@ -213,6 +214,109 @@ TEST_P(EngineTest, PenaltiesReachTheSampleTask) {
   EXPECT_EQ(out->next[0], runner_up);
 }
 
+// A decoder that keeps the logits of every step that asked for them, for checking logprobs.
+class RecordingDecoder : public model::Decoder {
+ public:
+  explicit RecordingDecoder(std::unique_ptr<model::Decoder> inner) : inner_(std::move(inner)) {}
+  const model::ModelConfig& config() const override { return inner_->config(); }
+  model::KvGeometry kv() const override { return inner_->kv(); }
+  std::string describe() const override { return inner_->describe(); }
+  Expected<model::StepOutput> step(const model::StepBatch& batch, bool want_logits) override {
+    Expected<model::StepOutput> out = inner_->step(batch, want_logits);
+    if (out.ok() && want_logits) logits_->push_back(out->logits);
+    return out;
+  }
+  // Outlives the decoder, which the engine owns.
+  std::shared_ptr<std::vector<std::vector<float>>> logits_ = std::make_shared<std::vector<std::vector<float>>>();
+
+ private:
+  std::unique_ptr<model::Decoder> inner_;
+};
+
+std::vector<float> log_softmax(const std::vector<float>& logits) {
+  const float m = *std::max_element(logits.begin(), logits.end());
+  double sum = 0;
+  for (float x : logits) sum += std::exp(static_cast<double>(x) - m);
+  std::vector<float> out;
+  for (float x : logits) out.push_back(static_cast<float>(x - m - std::log(sum)));
+  return out;
+}
+
+// Logprobs are the log-softmax of the step's raw logits (not of the tempered distribution): the
+// engine's values equal those recomputed here from the logits the decoder returned, and,
+// within the fixture's logits tolerance, those of Hugging Face's float32 logits. Steps copy
+// logits only for the requests that ask, and a request that does not ask gets none.
+TEST_P(EngineTest, LogprobsAreTheLogSoftmaxOfTheRawLogits) {
+  const model::testing::FixtureReference ref = model::testing::load_fixture_reference(std::get<0>(GetParam()));
+  auto inner = make_engine_decoder(model_, std::get<1>(GetParam()), 64);
+  ASSERT_TRUE(inner.ok()) << inner.status().message();
+  auto recording = std::make_unique<RecordingDecoder>(std::move(*inner));
+  const auto recorded = recording->logits_;
+  auto created = Engine::create(std::move(recording), {});
+  ASSERT_TRUE(created.ok()) << created.status().message();
+  Engine& e = **created;
+  for (const model::testing::FixturePrompt& p : ref.prompts) {
+    for (const float temperature : {0.0f, 5.0f}) {
+      SCOPED_TRACE(::testing::Message() << p.tokens.size() << "-token prompt, temperature " << temperature);
+      Request r{.prompt = p.tokens, .sampling = {}};
+      r.sampling.temperature = temperature;
+      r.sampling.seed = 3;
+      r.sampling.max_tokens = static_cast<int64_t>(p.logits.size());
+      r.sampling.ignore_eos = true;
+      r.sampling.logprobs = kMaxLogprobs;
+      std::vector<TokenEvent> events;
+      ASSERT_TRUE(e.submit(r, [&](const TokenEvent& ev) { events.push_back(ev); }).accepted());
+      recorded->clear();
+      ASSERT_TRUE(e.run_until_idle().ok());
+      // Alone in the engine, every step runs this one sequence and samples it.
+      ASSERT_EQ(events.size(), p.logits.size());
+      ASSERT_EQ(recorded->size(), p.logits.size());
+      for (size_t s = 0; s < events.size(); ++s) {
+        const TokenEvent& ev = events[s];
+        ASSERT_TRUE(ev.logprobs.has_value()) << "token " << s;
+        const std::vector<float> expected = log_softmax((*recorded)[s]);
+        const auto token = static_cast<size_t>(ev.token);
+        EXPECT_LE(ev.logprobs->logprob, 0);
+        EXPECT_NEAR(ev.logprobs->logprob, expected[token], 1e-5) << "token " << s;
+        if (temperature == 0 || s == 0) {  // where the sequence is still the one HF continued
+          // log_z moves by at most the logits' error, so a logprob by at most twice it.
+          EXPECT_NEAR(ev.logprobs->logprob, log_softmax(p.logits[s])[token], 2 * ref.logits_tolerance) << "token " << s;
+        }
+        ASSERT_EQ(ev.logprobs->top.size(), static_cast<size_t>(kMaxLogprobs));
+        for (size_t k = 0; k < ev.logprobs->top.size(); ++k) {
+          const auto [id, logprob] = ev.logprobs->top[k];
+          EXPECT_NEAR(logprob, expected[static_cast<size_t>(id)], 1e-5);
+          if (k > 0) {
+            EXPECT_GE(ev.logprobs->top[k - 1].second, logprob);
+          }
+        }
+        EXPECT_GE(ev.logprobs->top[0].second, *std::max_element(expected.begin(), expected.end()) - 1e-6f);
+        if (temperature == 0) {
+          EXPECT_EQ(ev.logprobs->top[0].first, ev.token) << "token " << s;
+          EXPECT_EQ(ev.token, p.greedy[s]);
+        }
+      }
+    }
+  }
+  // Batched with a request that asks for none: that one gets none, the other its own.
+  std::vector<TokenEvent> with;
+  Request plain{.prompt = ref.prompts[0].tokens, .sampling = {}};
+  plain.sampling.max_tokens = 3;
+  plain.sampling.ignore_eos = true;
+  Request asking = plain;
+  asking.sampling.logprobs = 0;
+  ASSERT_TRUE(e.submit(plain, [&](const TokenEvent& ev) { EXPECT_FALSE(ev.logprobs.has_value()); }).accepted());
+  ASSERT_TRUE(e.submit(asking, [&](const TokenEvent& ev) { with.push_back(ev); }).accepted());
+  ASSERT_TRUE(e.run_until_idle().ok());
+  ASSERT_EQ(with.size(), 3u);
+  for (const TokenEvent& ev : with) {
+    ASSERT_TRUE(ev.logprobs.has_value());
+    EXPECT_TRUE(ev.logprobs->top.empty());
+    EXPECT_LE(ev.logprobs->logprob, 0);
+  }
+  expect_idle(e);
+}
+
 TEST_P(EngineTest, StopTokensAndMaxTokensEndARequest) {
   Request r = random_requests(1, 5)[0];
   r.sampling.max_tokens = 8;
@@ -288,6 +392,7 @@ TEST_P(EngineTest, BadRequestsAreTurnedAwayWithTheFieldNamed) {
   rejected(request({1}, [](SamplingParams& p) { p.min_p = 2; }), Rejection::kInvalid, "min_p");
   rejected(request({1}, [](SamplingParams& p) { p.presence_penalty = 3; }), Rejection::kInvalid, "presence_penalty");
   rejected(request({1}, [](SamplingParams& p) { p.max_tokens = 0; }), Rejection::kInvalid, "max_tokens");
+  rejected(request({1}, [](SamplingParams& p) { p.logprobs = kMaxLogprobs + 1; }), Rejection::kInvalid, "logprobs");
   rejected(request({1}, [&](SamplingParams& p) { p.stop_token_ids = {static_cast<int32_t>(vocab)}; }),
            Rejection::kInvalid, "stop token id");
   // 8 pages of 16: 128 positions.

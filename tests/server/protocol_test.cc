@@ -71,18 +71,57 @@ TEST(Protocol, ErrorsNameTheField) {
 
 TEST(Protocol, BuildsResponsesAndChunks) {
   const ResponseHeader h{.endpoint = Endpoint::kChat, .id = "chatcmpl-1", .model = "m", .created = 5};
-  const nlohmann::json full = completion_body(h, "hello", "stop", {3, 2});
+  const nlohmann::json full = completion_body(h, "hello", "stop", {3, 2}, std::nullopt);
   EXPECT_EQ(full["object"], "chat.completion");
   EXPECT_EQ(full["choices"][0]["message"]["content"], "hello");
   EXPECT_EQ(full["usage"]["total_tokens"], 5);
-  const nlohmann::json first = chunk_body(h, "", std::nullopt, true);
+  const nlohmann::json first = chunk_body(h, "", std::nullopt, true, std::nullopt);
   EXPECT_EQ(first["object"], "chat.completion.chunk");
   EXPECT_EQ(first["choices"][0]["delta"]["role"], "assistant");
   EXPECT_TRUE(first["choices"][0]["finish_reason"].is_null());
   EXPECT_EQ(sse_event({{"a", 1}}), "data: {\"a\":1}\n\n");
   const ResponseHeader c{.endpoint = Endpoint::kCompletions, .id = "cmpl-1", .model = "m", .created = 5};
-  EXPECT_EQ(chunk_body(c, "t", "length", false)["choices"][0]["text"], "t");
+  EXPECT_EQ(chunk_body(c, "t", "length", false, std::nullopt)["choices"][0]["text"], "t");
   EXPECT_EQ(usage_chunk_body(c, {1, 1})["choices"].size(), 0u);
+  EXPECT_TRUE(full["choices"][0]["logprobs"].is_null());
+}
+
+TEST(Protocol, ParsesLogprobsAndIgnoreEos) {
+  const auto parsed = [](const std::string& body, Endpoint e) {
+    auto r = parse_request(body, e);
+    EXPECT_TRUE(std::holds_alternative<GenerationRequest>(r)) << body;
+    return std::holds_alternative<GenerationRequest>(r) ? std::get<GenerationRequest>(r).sampling : engine::SamplingParams{};
+  };
+  EXPECT_EQ(parsed(R"({"prompt":"x","logprobs":5,"ignore_eos":true})", Endpoint::kCompletions).logprobs, 5);
+  EXPECT_TRUE(parsed(R"({"prompt":"x","logprobs":0,"ignore_eos":true})", Endpoint::kCompletions).ignore_eos);
+  EXPECT_EQ(parsed(R"({"prompt":"x"})", Endpoint::kCompletions).logprobs, std::nullopt);
+  const std::string messages = R"("messages":[{"role":"user","content":"x"}])";
+  EXPECT_EQ(parsed("{" + messages + R"(,"logprobs":true,"top_logprobs":2})", Endpoint::kChat).logprobs, 2);
+  EXPECT_EQ(parsed("{" + messages + R"(,"logprobs":true})", Endpoint::kChat).logprobs, 0);
+  EXPECT_EQ(parsed("{" + messages + R"(,"logprobs":false})", Endpoint::kChat).logprobs, std::nullopt);
+}
+
+// A token that is part of a UTF-8 character: its text has U+FFFD, its bytes are raw.
+TEST(Protocol, BuildsLogprobsInBothShapes) {
+  const std::vector<LogprobsEntry> entries = {
+      {.chosen = {"Hi", -0.5f}, .top = {{"Hi", -0.5f}, {"Ho", -1.5f}}, .text_offset = 0},
+      {.chosen = {"\xe4\xbd", -2.0f}, .top = {{"!", -0.25f}}, .text_offset = 2},
+  };
+  const nlohmann::json c = logprobs_json(Endpoint::kCompletions, entries);
+  EXPECT_EQ(c["tokens"], nlohmann::json({"Hi", "\ufffd"}));
+  EXPECT_EQ(c["token_logprobs"], nlohmann::json({-0.5, -2.0}));
+  EXPECT_EQ(c["top_logprobs"][0], nlohmann::json({{"Hi", -0.5}, {"Ho", -1.5}}));
+  // The chosen token joins its alternatives.
+  EXPECT_EQ(c["top_logprobs"][1], nlohmann::json({{"!", -0.25}, {"\ufffd", -2.0}}));
+  EXPECT_EQ(c["text_offset"], nlohmann::json({0, 2}));
+  const nlohmann::json chat = logprobs_json(Endpoint::kChat, entries);
+  ASSERT_EQ(chat["content"].size(), 2u);
+  EXPECT_EQ(chat["content"][1]["token"], "\ufffd");
+  EXPECT_EQ(chat["content"][1]["bytes"], nlohmann::json({0xe4, 0xbd}));
+  EXPECT_EQ(chat["content"][0]["top_logprobs"][1],
+            nlohmann::json({{"token", "Ho"}, {"logprob", -1.5}, {"bytes", {72, 111}}}));
+  const ResponseHeader h{.endpoint = Endpoint::kChat, .id = "chatcmpl-1", .model = "m", .created = 5};
+  EXPECT_EQ(chunk_body(h, "Hi", std::nullopt, false, entries)["choices"][0]["logprobs"], chat);
 }
 
 }  // namespace

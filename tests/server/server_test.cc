@@ -1,11 +1,17 @@
 // The server over real HTTP on loopback: completions and chat, whole and streamed; 32 streaming
 // clients at once get what each gets alone; bad input gets the right status and error JSON and
 // the server keeps answering; a full queue gets 429; clients that hang up mid-stream have their
-// requests aborted, leaving no KV page in use.
+// requests aborted, leaving no KV page in use, and so do clients that hang up while waiting for
+// a whole response; logprobs, whole and streamed.
 
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <nlohmann/json.hpp>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <regex>
@@ -137,6 +143,19 @@ TEST_F(ServerTest, HealthAndModels) {
   EXPECT_EQ(status, 200);
   const json models = json::parse(get("/v1/models"));
   EXPECT_EQ(models["data"][0]["id"], "qwen3-tiny");
+  EXPECT_EQ(models["data"][0]["max_model_len"], 256);  // the fixture's positions
+  EXPECT_EQ(models["data"][0]["vocab_size"], 1024);
+}
+
+// What benchmark clients send: a prompt of token ids, and ignore_eos so that every request
+// generates exactly max_tokens.
+TEST_F(ServerTest, TokenIdPromptsAndIgnoreEos) {
+  const Reply r = post("/v1/completions", json{{"prompt", {5, 77, 300, 1001}}, {"max_tokens", 12}, {"ignore_eos", true},
+                                               {"temperature", 0}});
+  ASSERT_EQ(r.status, 200) << r.body.dump();
+  EXPECT_EQ(r.body["usage"]["prompt_tokens"], 4);
+  EXPECT_EQ(r.body["usage"]["completion_tokens"], 12);
+  EXPECT_EQ(r.body["choices"][0]["finish_reason"], "length");
 }
 
 TEST_F(ServerTest, CompletionWholeEqualsStreamed) {
@@ -243,6 +262,106 @@ TEST_F(ServerTest, DisconnectsAbortTheirRequests) {
   EXPECT_EQ(post("/v1/completions", completion("After", 2)).status, 200);
 }
 
+// A client waiting for a whole (not streamed) response hangs up: the server notices by
+// watching the socket, aborts the request and frees its pages.
+TEST_F(ServerTest, DisconnectsWhileWaitingForAWholeResponseAbortTheirRequests) {
+  const double before = metric("eventide_generation_requests_total{outcome=\"disconnected\"}");
+  const std::string body = completion("Hang up whole", 230).dump();
+  const std::string request = "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                              "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(server_->port()));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(send(fd, request.data(), request.size(), 0), static_cast<ssize_t>(request.size()));
+  // Hang up once the engine runs it (230 tokens take seconds on the CPU).
+  for (int i = 0; i < 500 && metric("eventide_requests_running") < 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(metric("eventide_requests_running"), 1);
+  close(fd);
+  expect_pages_freed();
+  EXPECT_EQ(metric("eventide_generation_requests_total{outcome=\"disconnected\"}"), before < 0 ? 1 : before + 1);
+  EXPECT_EQ(post("/v1/completions", completion("After", 2)).status, 200);
+}
+
+// The streamed logprobs joined equal the whole response's; greedy tokens are their own top
+// alternative; the values are log-probabilities.
+TEST_F(ServerTest, CompletionLogprobs) {
+  json body = completion("Log probabilities", 8);
+  body["logprobs"] = 3;
+  const Reply whole = post("/v1/completions", body);
+  ASSERT_EQ(whole.status, 200) << whole.body.dump();
+  const json& lp = whole.body["choices"][0]["logprobs"];
+  ASSERT_EQ(lp["tokens"].size(), 8u) << lp.dump();
+  ASSERT_EQ(lp["token_logprobs"].size(), 8u);
+  ASSERT_EQ(lp["top_logprobs"].size(), 8u);
+  ASSERT_EQ(lp["text_offset"].size(), 8u);
+  std::string joined;
+  for (size_t i = 0; i < 8; ++i) {
+    const float logprob = lp["token_logprobs"][i];
+    EXPECT_LE(logprob, 0);
+    const json& top = lp["top_logprobs"][i];
+    EXPECT_GE(top.size(), 3u);  // 3 alternatives, and the chosen token if it is not one of them
+    EXPECT_LE(top.size(), 4u);
+    ASSERT_TRUE(top.contains(lp["tokens"][i].get<std::string>())) << top.dump();
+    float best = -1e30f;
+    for (const auto& [token, value] : top.items()) best = std::max(best, value.get<float>());
+    EXPECT_EQ(logprob, best) << "greedy: the chosen token is the most likely";
+    EXPECT_EQ(lp["text_offset"][i], joined.size());  // ASCII here: characters are bytes
+    joined += lp["tokens"][i].get<std::string>();
+  }
+  EXPECT_EQ(joined, whole.body["choices"][0]["text"]);
+  const Streamed s = stream("/v1/completions", body);
+  json streamed = {{"tokens", json::array()}, {"token_logprobs", json::array()}, {"top_logprobs", json::array()},
+                   {"text_offset", json::array()}};
+  for (const json& chunk : s.chunks) {
+    for (const auto& [key, values] : chunk["choices"][0]["logprobs"].items()) {
+      for (const json& v : values) streamed[key].push_back(v);
+    }
+  }
+  EXPECT_EQ(streamed, lp);
+  // Without the field, logprobs stay null.
+  EXPECT_TRUE(post("/v1/completions", completion("Log probabilities", 2)).body["choices"][0]["logprobs"].is_null());
+}
+
+TEST_F(ServerTest, ChatLogprobs) {
+  json body = chat("Log probabilities", 6);
+  body["logprobs"] = true;
+  body["top_logprobs"] = 2;
+  const Reply whole = post("/v1/chat/completions", body);
+  ASSERT_EQ(whole.status, 200) << whole.body.dump();
+  const json& content = whole.body["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(content.size(), 6u) << whole.body.dump();
+  for (const json& entry : content) {
+    EXPECT_LE(entry["logprob"].get<float>(), 0);
+    ASSERT_EQ(entry["top_logprobs"].size(), 2u);
+    EXPECT_EQ(entry["top_logprobs"][0]["token"], entry["token"]);
+    EXPECT_EQ(entry["top_logprobs"][0]["logprob"], entry["logprob"]);
+    EXPECT_EQ(entry["top_logprobs"][0]["bytes"], entry["bytes"]);
+    EXPECT_GE(entry["top_logprobs"][0]["logprob"].get<float>(), entry["top_logprobs"][1]["logprob"].get<float>());
+    std::string bytes;
+    for (const json& b : entry["bytes"]) bytes += static_cast<char>(b.get<int>());
+    EXPECT_EQ(bytes, entry["token"]);  // whole characters here
+  }
+  const Streamed s = stream("/v1/chat/completions", body);
+  json streamed = json::array();
+  for (const json& chunk : s.chunks) {
+    const json& lp = chunk["choices"][0]["logprobs"];
+    if (!lp.is_null()) {
+      for (const json& entry : lp["content"]) streamed.push_back(entry);
+    }
+  }
+  EXPECT_EQ(streamed, content);
+  body["top_logprobs"] = 0;
+  const Reply none = post("/v1/chat/completions", body);
+  ASSERT_EQ(none.status, 200);
+  EXPECT_TRUE(none.body["choices"][0]["logprobs"]["content"][0]["top_logprobs"].empty());
+}
+
 TEST_F(ServerTest, MetricsHaveLatenciesAndCounts) {
   ASSERT_EQ(post("/v1/completions", completion("Count me", 3)).status, 200);
   const std::string text = get("/metrics");
@@ -291,7 +410,11 @@ TEST_F(ServerTest, BadInputGetsOpenAIErrorsAndTheServerGoesOn) {
       {"frequency_penalty absurd", c, R"({"prompt": "x", "frequency_penalty": -9})", 400, ""},
       {"seed string", c, R"({"prompt": "x", "seed": "s"})", 400, "seed"},
       {"n of 2", c, R"({"prompt": "x", "n": 2})", 400, "n"},
-      {"logprobs", c, R"({"prompt": "x", "logprobs": 2})", 400, "logprobs"},
+      {"logprobs above 5", c, R"({"prompt": "x", "logprobs": 6})", 400, "logprobs"},
+      {"logprobs negative", c, R"({"prompt": "x", "logprobs": -1})", 400, "logprobs"},
+      {"logprobs bool", c, R"({"prompt": "x", "logprobs": true})", 400, "logprobs"},
+      {"logprobs string", c, R"({"prompt": "x", "logprobs": "2"})", 400, "logprobs"},
+      {"ignore_eos not bool", c, R"({"prompt": "x", "ignore_eos": 1})", 400, "ignore_eos"},
       {"stream not bool", c, R"({"prompt": "x", "stream": "yes"})", 400, "stream"},
       {"empty stop", c, R"({"prompt": "x", "stop": [""]})", 400, "stop"},
       {"stop wrong type", c, R"({"prompt": "x", "stop": 3})", 400, "stop"},
@@ -300,7 +423,14 @@ TEST_F(ServerTest, BadInputGetsOpenAIErrorsAndTheServerGoesOn) {
       {"chat message not object", ch, R"({"messages": ["hi"]})", 400, "messages[0]"},
       {"chat missing content", ch, R"({"messages": [{"role": "user"}]})", 400, "messages[0]"},
       {"chat unknown role", ch, R"({"messages": [{"role": "wizard", "content": "x"}]})", 400, "messages"},
-      {"chat logprobs", ch, R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true})", 400, "logprobs"},
+      {"chat logprobs int", ch, R"({"messages": [{"role": "user", "content": "x"}], "logprobs": 2})", 400, "logprobs"},
+      {"chat top_logprobs above 5", ch,
+       R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": 9})", 400, "top_logprobs"},
+      {"chat top_logprobs float", ch,
+       R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": 1.5})", 400,
+       "top_logprobs"},
+      {"chat top_logprobs without logprobs", ch, R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})",
+       400, "top_logprobs"},
       {"chat tools", ch, R"({"messages": [{"role": "user", "content": "x"}], "tools": []})", 400, "tools"},
       {"huge body", c, json{{"prompt", std::string(100 << 10, 'a')}}.dump(), 413, ""},
   };
