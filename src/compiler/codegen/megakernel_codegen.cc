@@ -589,6 +589,16 @@ void Emitter::emit_group_geometry() {
   close();
   emit_switch("bool group_dynamic(int group)", "group", g_.groups.size(), [&](size_t g) { return dynamic_flag(g); },
               "false");
+  // A streamed group whose tasks the loader learns of from the leader under the static and
+  // kernels schedules: a range trigger decides, at the wait, whether a task runs, and its stream
+  // may read the index buffers the trigger read.
+  emit_switch("bool group_announced(int group)", "group", g_.groups.size(), [&](size_t g) {
+    const ir::TaskGroup& group = g_.groups[g];
+    const bool triggered = std::any_of(group.in_edges.begin(), group.in_edges.end(), [](const ir::Edge& e) {
+      return e.map.kind == ir::EdgeMap::Kind::kRangeTrigger;
+    });
+    return triggered && !registry_.find(group.function)->device_stream.empty() ? "true" : "false";
+  }, "false");
   line("");
 }
 
@@ -1172,12 +1182,20 @@ void Emitter::emit_dispatch_and_loops() {
   dispatch("bool", "notify", ", const int64_t* t", ", t", "false");
   dispatch("void", "push_early", ", const int64_t* t", ", t", "");
   line("");
-  line(R"CODE(// A task as the dynamic schedules announce it to the loader (the trace's encoding).
+  line(R"CODE(// A task as the leader announces it to the loader (the trace's encoding), with kSkipped set for a
+// task that turned out to have nothing to do.
 EVT_HD inline int64_t task_id(int group, int64_t linear) { return (int64_t{group} << 40) | linear; }
+inline constexpr int64_t kSkipped = int64_t{1} << 62;
 
-// The loader fills the ring with one task's weight stream; false when the launch aborted.
+// The loader fills the ring with one task's weight stream; false when the launch aborted. Under
+// the static and kernels schedules a range-triggered group's task waits for the leader's word.
 template <class W, mk::Schedule kS>
 EVT_HD inline bool load_task(W& w, const Params& p, const mk::LaunchArgs& a, int group, int64_t linear) {
+  if ((kS == mk::kStatic || kS == mk::kKernels) && group_announced(group)) {
+    const int64_t word = w.next_announced();
+    if (word == mk::kAnnounceStop) return false;
+    if (word & kSkipped) return true;
+  }
   int64_t t[4] = {};
   unravel(p, group, linear, t);
   return w.load(stream<W, kS>(w, p, a, group_ref(group), t));
@@ -1190,9 +1208,11 @@ EVT_HD inline bool load_task(W& w, const Params& p, const mk::LaunchArgs& a, int
 // kHelps (per-group scheduling, static tasks): while the wait spins, the block runs ready tasks
 // of the dynamic groups, then reloads this task's prologue, which they may have overwritten.
 // Weight streams: under the static and kernels schedules the loader follows the same sequence of
-// tasks on its own, so a skipped task still takes its chunks out of the ring; under the dynamic
-// schedule the leader announces a popped task before its wait (the loader fills the ring while
-// it waits), under per-group scheduling just before its body (a wait may run other tasks first).
+// tasks on its own, except that a range-triggered task's stream may read index buffers ready only
+// once it waited, and it may be skipped: the leader announces whether it runs after its wait.
+// Under the dynamic schedule the leader announces a popped task before its wait (the loader fills
+// the ring while it waits), under per-group scheduling just before its body (a wait may run other
+// tasks first).
 template <class W, mk::Schedule kS>
 EVT_HD inline bool run_queued(W& w, const Params& p, const mk::LaunchArgs& a, int64_t task, bool& healthy,
                               int64_t sources);
@@ -1220,10 +1240,12 @@ EVT_HD inline bool run_task(W& w, const Params& p, const mk::LaunchArgs& a, int 
     }
     step = w.share(step);
     if (step == mk::kAbort) return false;
-    if (step == mk::kSkip) {
-      if constexpr (kHasStreams && (kS == mk::kStatic || kS == mk::kKernels)) mk::drain(w, stream<W, kS>(w, p, a, r, t));
-      return true;
+    if constexpr (kHasStreams && (kS == mk::kStatic || kS == mk::kKernels)) {
+      if (group_announced(group) && w.leader() && (step == mk::kRun || step == mk::kSkip)) {
+        w.announce(task_id(group, linear) | (step == mk::kSkip ? kSkipped : 0));
+      }
     }
+    if (step == mk::kSkip) return true;
     if (step == mk::kRun) break;
     if constexpr (kHelps) {
       int64_t task = -1;
@@ -1327,7 +1349,10 @@ EVT_HD inline void run_loader(W& w, const Params& p, const mk::LaunchArgs& a) {
     }
   } else {
     for (int64_t task = w.next_announced(); task != mk::kAnnounceStop; task = w.next_announced()) {
-      if (!load_task<W, kS>(w, p, a, static_cast<int>(task >> 40), task & ((int64_t{1} << 40) - 1))) break;
+      int64_t t[4] = {};
+      const int group = static_cast<int>(task >> 40);
+      unravel(p, group, task & ((int64_t{1} << 40) - 1), t);
+      if (!w.load(stream<W, kS>(w, p, a, group_ref(group), t))) break;
     }
   }
   w.finish_loading();

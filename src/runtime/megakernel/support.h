@@ -11,8 +11,8 @@
 //   void store_release(p, v), store_relaxed(p, v)
 //   uint64_t now_ns(); void pause()        timer and spin back-off
 //   Scratch scratch(); weights(stream)     the tile-body block's scratch and stream reader
-//   void announce(task)                    a task's weights are next (dynamic schedules; CUDA's
-//                                          loader follows these, the host ignores them)
+//   void announce(task)                    a task's weights are next, when the loader cannot know
+//                                          (CUDA's loader follows these, the host ignores them)
 //
 // Counters need no reset pass: the scheduler's memory is two arenas, and a launch uses one while
 // it zeroes the other for the next launch. Nothing touches the other arena during the launch, so
@@ -146,17 +146,6 @@ EVT_HD void zero_next_arena(W& w, const LaunchArgs& a) {
 // What a block's leader announces when its consumers are done (dynamic schedules): the loader
 // may leave.
 inline constexpr int64_t kAnnounceStop = -1;
-
-// Takes every chunk of a stream out of the block's reader unread: a task that the loader
-// streamed but that turned out to have nothing to do.
-template <class W>
-EVT_HD void drain(W& w, const kernels::WeightStream& s) {
-  auto reader = w.weights(s);
-  for (int64_t c = 0; c < s.chunks(); ++c) {
-    reader.acquire();
-    reader.release();
-  }
-}
 
 // One arrival (release); returns the arrivals so far.
 template <class W>

@@ -21,7 +21,7 @@
 
 namespace evt::mk {
 
-inline constexpr int kMaxRingStages = 8;
+inline constexpr int kMaxRingStages = 12;
 inline constexpr int kMailboxSlots = 4;
 
 // The ring's control words, in the block's static shared memory.
