@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <set>
 
 #include "compiler/infer_wait_counts.h"
@@ -140,6 +141,31 @@ class Verifier {
     }
     for (const auto& e : group.in_edges) check_edge(group, e, true);
     for (const auto& e : group.out_edges) check_edge(group, e, false);
+    if (group.schedule == ir::GroupSchedule::kInline) check_inline(group, where);
+  }
+
+  // An inline group runs where its one awaited element completes, which its notifier finds from
+  // the element (the in-edge's inverse): one plain in-edge, and no weight stream for a loader
+  // that cannot know when it runs.
+  void check_inline(const ir::TaskGroup& group, const std::string& where) {
+    const auto one_element = [](const ir::EdgeMap& m) {
+      return std::none_of(m.coords.begin(), m.coords.end(),
+                          [](const ir::Coord& c) { return c.kind == ir::Coord::Kind::kSlice; });
+    };
+    if (group.in_edges.size() != 1 || group.in_edges[0].map.kind != ir::EdgeMap::Kind::kMap ||
+        !group.in_edges[0].map.is_data_independent() || !one_element(group.in_edges[0].map)) {
+      fail("{}: schedule=inline needs exactly one in-edge, one element per task, and a map that reads no index "
+           "buffer",
+           where);
+    }
+    if (ctx_.registry) {
+      const kernels::TileFunction* fn = ctx_.registry->find(group.function);
+      if (fn && !fn->device_stream.empty()) {
+        fail("{}: schedule=inline, but tile function {} reads a weight stream, which the loader could not "
+             "fetch ahead of a task it does not know is next",
+             where, fn->name);
+      }
+    }
   }
 
   void check_edge(const ir::TaskGroup& group, const ir::Edge& edge, bool in_edge) {

@@ -53,8 +53,12 @@ struct Edge {
 
 // A call_device: one tile function over a symbolic tile grid. Each grid point is a task.
 // Where a group's tasks run when a megakernel schedules per group: in the static per-SM order
-// (dense, predictable work) or from the dynamic ready queue (irregular work).
-enum class GroupSchedule { kStatic, kDynamic };
+// (dense, predictable work) or from the dynamic ready queue (irregular work). Inline: a small
+// group that awaits one event runs, under the static and per-group schedules, on the worker whose
+// notification completes that event's element, right after the notifying task, rather than in a
+// queue of its own: no hop to another SM and no slot in the static order (kernels mode launches
+// it as usual; the dynamic schedule queues it).
+enum class GroupSchedule { kStatic, kDynamic, kInline };
 
 struct TaskGroup {
   std::string name;

@@ -602,11 +602,14 @@ Status GraphParser::call_keyword(const Token& key, TaskGroup& group) {
   if (k == "in_edges") return assign_to(group.in_edges, edges(k));
   if (k == "out_edges") return assign_to(group.out_edges, edges(k));
   if (k == "schedule") {
-    EVT_ASSIGN_OR_RETURN(const Token value, ts_.expect_token(Tok::kIdent, "static or dynamic"));
-    if (value.text != "static" && value.text != "dynamic") {
-      return ts_.error_at(value.pos, fmt::format("call_device: schedule={} (expected static or dynamic)", value.text));
+    EVT_ASSIGN_OR_RETURN(const Token value, ts_.expect_token(Tok::kIdent, "static, dynamic or inline"));
+    if (value.text != "static" && value.text != "dynamic" && value.text != "inline") {
+      return ts_.error_at(value.pos,
+                          fmt::format("call_device: schedule={} (expected static, dynamic or inline)", value.text));
     }
-    group.schedule = value.text == "dynamic" ? GroupSchedule::kDynamic : GroupSchedule::kStatic;
+    group.schedule = value.text == "dynamic"  ? GroupSchedule::kDynamic
+                     : value.text == "inline" ? GroupSchedule::kInline
+                                              : GroupSchedule::kStatic;
     return Status();
   }
   if (k == "layered") {

@@ -83,6 +83,7 @@ std::string group_line(const TaskGroup& g) {
   if (!g.out_edges.empty()) args.push_back("out_edges=" + edge_dict(g.out_edges));
   if (!g.sets.empty()) args.push_back("sets=" + tuple(g.sets));
   if (g.schedule == GroupSchedule::kDynamic) args.push_back("schedule=dynamic");
+  if (g.schedule == GroupSchedule::kInline) args.push_back("schedule=inline");
   if (g.layered) args.push_back("layered=true");
   return wrapped_call(g.name + " = call_device(", args);
 }

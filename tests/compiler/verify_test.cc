@@ -177,6 +177,21 @@ TEST(Verify, DataDependentCountCannotBeInferred) {
   expect_error(verify_text(text), {"event Done: its wait count cannot be inferred", "of task group expert is data-dependent"});
 }
 
+TEST(Verify, InlineGroupAwaitsOneElement) {
+  const std::string splitk = read_example("splitk.evt");
+  // Two in-edges: which notification would run it?
+  std::string text = replace(splitk, "E = event((B,), wait_count=4)", "E = event((B,), wait_count=4)\nF = event((B,))");
+  text = replace(text, "out_edges={E: \"ij->i\"})", "out_edges={E: \"ij->i\", F: \"ij->i\"})");
+  text = replace(text, "F = event((B,))", "F = event((B,), wait_count=4)");
+  text = replace(text, "in_edges={E: \"i->i\"}", "in_edges={E: \"i->i\", F: \"i->i\"}");
+  expect_error(verify_text(text), {"task group final: schedule=inline needs exactly one in-edge"});
+  // A slice: several elements per task.
+  text = replace(splitk, "E = event((B,), wait_count=4)", "E = event((B, 4), wait_count=1)");
+  text = replace(text, "out_edges={E: \"ij->i\"}", "out_edges={E: \"ij->(i, j)\"}");
+  text = replace(text, "in_edges={E: \"i->i\"}", "in_edges={E: \"i->(i, :)\"}");
+  expect_error(verify_text(text), {"task group final: schedule=inline needs", "one element per task"});
+}
+
 TEST(Verify, TileFunctionArityIsChecked) {
   std::string text = replace(read_example("splitk.evt"), "reads=(P,), writes=(C,)", "reads=(P, A), writes=(C,)");
   expect_error(verify_text(text), {"task group final: tile function final_sum takes 1 reads and 1 writes, but the group passes 2 and 1"});

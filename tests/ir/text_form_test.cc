@@ -175,7 +175,7 @@ const std::vector<ErrorCase>& error_cases() {
        "call_device: unknown keyword 'foo' (expected tiles, reads, writes, in_edges, out_edges, sets, schedule or layered)",
        6, 32},
       {kDecls + "g = call_device(f, tiles=(B,), schedule=eager)\n",
-       "call_device: schedule=eager (expected static or dynamic)", 6, 41},
+       "call_device: schedule=eager (expected static, dynamic or inline)", 6, 41},
       {kDecls + "g = call_device(f, tiles=(B,), layered=yes)\n", "call_device: layered=yes (expected true or false)", 6,
        40},
       {kDecls + "g = call_device(f, tiles=(), layered=true)\n",

@@ -96,6 +96,24 @@ std::vector<int64_t> Case::tile(int64_t linear) const {
   return t;
 }
 
+std::vector<float> tile_bests(const float* logits, int64_t rows, int64_t vocab, int64_t per_tile) {
+  const int64_t tiles = ceil_div(vocab, per_tile);
+  std::vector<float> out;
+  for (int64_t s = 0; s < rows; ++s) {
+    for (int64_t n = 0; n < tiles; ++n) {
+      float value = -INFINITY;
+      int64_t index = vocab;
+      for (int64_t r = n * per_tile; r < std::min((n + 1) * per_tile, vocab); ++r) {
+        const float v = logits[s * vocab + r];
+        const bool nan = v != v, best_nan = value != value;
+        if ((nan && !best_nan) || (!nan && !best_nan && v > value)) value = v, index = r;
+      }
+      out.insert(out.end(), {value, static_cast<float>(index)});
+    }
+  }
+  return out;
+}
+
 void set_weight_addresses(Case& c, std::span<const void* const> addresses) {
   if (c.wtab_read < 0) return;
   HostTensor& wtab = c.reads[static_cast<size_t>(c.wtab_read)];
@@ -372,7 +390,7 @@ void build_attention_merge(Case& c, Rng& rng) {
   for (auto& n : kv_len) n = rng.integer(1, s.max_context);
   kv_len[0] = s.max_context;
   const int64_t splits = ceil_div(s.max_context, s.kv_split) + s.kv_extra_splits;
-  c.grid = {s.layers, s.tokens, s.heads};
+  c.grid = {s.layers, s.tokens};
   c.layer = s.layer;
   HostTensor o = f32_tensor("o_part", {splits, s.tokens, s.heads, s.head_dim}, rng);
   HostTensor ml("ml", DType::kF32, {splits, s.tokens, s.heads, 2});
@@ -444,9 +462,11 @@ void build_down_proj(Case& c, Rng& rng) {
   c.probe = {2, 0};
 }
 
-void build_final_norm(Case& c, Rng& rng) {
+// The final norm's input rows: logit_rows picks S of the T tokens of x[L % 2] (odd and even L
+// across the cases).
+void build_lm_head(Case& c, Rng& rng) {
   const CaseSpec& s = c.spec;
-  c.grid = {s.seqs};
+  c.grid = {ceil_div(s.vocab, s.rows)};
   std::vector<int32_t> rows(static_cast<size_t>(s.tokens));
   std::iota(rows.begin(), rows.end(), 0);
   rng.shuffle(rows);
@@ -456,19 +476,11 @@ void build_final_norm(Case& c, Rng& rng) {
   c.reads.push_back(HostTensor("final_w", DType::kBf16, {s.hidden}));
   rng.fill(c.reads.back(), 0.5, 1.5);
   c.reads.push_back(i32_tensor("logit_rows", rows, {s.seqs}));
-  c.writes.push_back(output("xf", DType::kF32, {s.seqs, s.hidden}));
-  c.probe = {1, ((s.layers % 2) * s.tokens + rows[0]) * s.hidden};
-}
-
-void build_lm_head(Case& c, Rng& rng) {
-  const CaseSpec& s = c.spec;
-  c.grid = {ceil_div(s.vocab, s.rows)};
-  c.reads.push_back(make_cfg(s));
-  c.reads.push_back(f32_tensor("xf", {s.seqs, s.hidden}, rng));
   c.reads.push_back(HostTensor("lm_w", DType::kBf16, tiled(s.vocab, s.hidden)));
   rng.fill(c.reads.back(), -1, 1);
   c.writes.push_back(output("logits", DType::kF32, {s.seqs, s.vocab}));
-  c.probe = {1, 0};
+  c.writes.push_back(output("best", DType::kF32, {s.seqs, c.grid[0], 2}));
+  c.probe = {1, ((s.layers % 2) * s.tokens + rows[0]) * s.hidden};
 }
 
 // Values on a grid of 1/4: ties.
@@ -507,8 +519,8 @@ const SampleRow kSampleRows[] = {
 // Logits in [-3, 3], each row sampled as kSampleRows says, with its own seed and counter. With
 // `ties` the logits are on a grid of 1/4 so that rows have several maxima, row 0 (greedy) has
 // its maximum planted twice, far apart (other lanes and warps on the GPU), where the lowest
-// index must win, and the last row is constant. The probe lifts row 0's second largest logit
-// above its largest.
+// index must win, and the last row is constant. The probe moves the index row 0's best LM head
+// tile names.
 void build_sample(Case& c, Rng& rng) {
   const CaseSpec& s = c.spec;
   c.grid = {s.seqs};
@@ -544,16 +556,20 @@ void build_sample(Case& c, Rng& rng) {
   if (pen.empty()) pen = {0, 1};  // P >= 1: a dummy entry that no row's range covers
   const float* row0 = logits.as<float>();
   const int64_t best = std::max_element(row0, row0 + s.vocab) - row0;
-  int64_t second = best == 0 ? 1 : 0;
-  for (int64_t i = 0; i < s.vocab; ++i) {
-    if (i != best && row0[i] > row0[second]) second = i;
-  }
-  c.probe = {0, second};
-  if (s.vocab == 1) c.probe = {-1, 0};  // one logit: no other index can win
   c.reads.push_back(std::move(logits));
   c.reads.push_back(std::move(samp));
   c.reads.push_back(i32_tensor("pen_start", pen_start, {s.seqs + 1}));
   c.reads.push_back(i32_tensor("pen", pen, {static_cast<int64_t>(pen.size() / 2), 2}));
+  // The LM head's per-tile choices, from tiles of 37 rows (odd, so that ties span tiles).
+  const int64_t per_tile = 37, tiles = ceil_div(s.vocab, per_tile);
+  HostTensor chosen("best", DType::kF32, {s.seqs, tiles, 2});
+  const std::vector<float> bests = tile_bests(c.reads[0].as<float>(), s.seqs, s.vocab, per_tile);
+  std::copy(bests.begin(), bests.end(), chosen.as<float>());
+  c.reads.push_back(std::move(chosen));
+  // Row 0 is greedy and unpenalized, so it takes the tiles' choices: the index its best tile
+  // names, moved, must move the token.
+  c.probe = {4, best / per_tile * 2 + 1};
+  if (s.vocab == 1) c.probe = {-1, 0};  // one logit: no other index can win
   c.writes.push_back(output("next", DType::kI32, {s.seqs}));
   c.writes.push_back(output("adj", DType::kF32, {s.seqs, s.vocab}));
   c.writes.back().scratch = true;
@@ -575,7 +591,7 @@ enum Field : unsigned {
   kQkNorm = 1u << 11,
   kQScale = 1u << 12,
   kTies = 1u << 13,
-  kLayerCount = 1u << 14,  // L, where it is more than a bound (final_norm reads x[L % 2])
+  kLayerCount = 1u << 14,  // L, where it is more than a bound (the LM head reads x[L % 2])
   kLayer = 1u << 15,       // layered: the one layer the case runs
 };
 
@@ -598,8 +614,7 @@ const std::map<std::string, Row>& row_table() {
       {"o_proj", {build_o_proj, kTokens | kHidden | kHeads | kRows | kLayer}},
       {"gate_up_silu", {build_gate_up_silu, kTokens | kHidden | kInter | kRows | kLayer}},
       {"down_proj", {build_down_proj, kTokens | kHidden | kInter | kRows | kLayer}},
-      {"final_norm", {build_final_norm, kTokens | kSeqs | kHidden | kLayerCount}},
-      {"lm_head", {build_lm_head, kSeqs | kHidden | kVocab | kRows}},
+      {"lm_head", {build_lm_head, kTokens | kSeqs | kHidden | kVocab | kRows | kLayerCount}},
       {"sample", {build_sample, kSeqs | kVocab | kTies}},
   };
   return table;
@@ -717,17 +732,17 @@ std::vector<CaseSpec> make_specs() {
       add(s);
     }
   }
-  // final_norm reads x[L % 2]: odd and even L.
-  for (auto [t, seqs, h, layers] :
-       std::vector<std::array<int64_t, 4>>{{1, 1, 8, 3}, {3, 2, 24, 2}, {17, 5, 136, 3}, {97, 4, 136, 2}}) {
-    CaseSpec s = spec("final_norm");
-    s.tokens = t, s.seqs = seqs, s.hidden = h, s.layers = layers;
-    add(s);
-  }
-  for (auto [seqs, h, v, rows] : std::vector<std::array<int64_t, 4>>{
-           {1, 8, 97, 16}, {3, 24, 200, 16}, {17, 136, 97, 32}, {97, 24, 200, 48}, {2, 40, 1000, 384}}) {
+  // The LM head normalizes x[L % 2]: odd and even L; S of T tokens.
+  struct LmHead {
+    int64_t t, seqs, h, v, rows, layers;
+  };
+  for (const LmHead& m : std::vector<LmHead>{{1, 1, 8, 97, 16, 3},
+                                             {3, 2, 24, 200, 16, 2},
+                                             {17, 5, 136, 97, 32, 3},
+                                             {97, 97, 24, 200, 48, 2},
+                                             {3, 2, 40, 1000, 384, 3}}) {
     CaseSpec s = spec("lm_head");
-    s.seqs = s.tokens = seqs, s.hidden = h, s.vocab = v, s.rows = rows;
+    s.tokens = m.t, s.seqs = m.seqs, s.hidden = m.h, s.vocab = m.v, s.rows = m.rows, s.layers = m.layers;
     add(s);
   }
   struct LogitRows {
@@ -743,7 +758,7 @@ std::vector<CaseSpec> make_specs() {
   }
   // Small RMSNorm inputs, mean(x^2) ~ 3e-7 against eps = 1e-6: a norm that drops eps or puts it
   // elsewhere than Hugging Face does fails these (at x ~ 1, eps changes the result by ~1e-6).
-  for (const char* row : {"qkv_proj", "qkv_finish_d64", "qkv_finish_d128", "gate_up_silu", "final_norm"}) {
+  for (const char* row : {"qkv_proj", "qkv_finish_d64", "qkv_finish_d128", "gate_up_silu", "lm_head"}) {
     auto it = std::find_if(out.begin(), out.end(), [&](const CaseSpec& s) { return s.row == row && s.tokens == 3; });
     CaseSpec s = *it;
     s.x_scale = 1e-3f;
@@ -766,7 +781,6 @@ const std::vector<std::string>& llm_rows() {
                                                 "o_proj",
                                                 "gate_up_silu",
                                                 "down_proj",
-                                                "final_norm",
                                                 "lm_head",
                                                 "sample"};
   return rows;

@@ -110,6 +110,10 @@ struct Case {
   std::vector<int64_t> tile(int64_t linear) const;  // row-major within the box
 };
 
+// What the LM head leaves for sampling (lm_head.h's best): per row and tile of per_tile logits,
+// the first largest (a NaN first) and its index.
+std::vector<float> tile_bests(const float* logits, int64_t rows, int64_t vocab, int64_t per_tile);
+
 // Writes `addresses[i]` (the address of weights[i] where the run reads it) into wtab.
 void set_weight_addresses(Case& c, std::span<const void* const> addresses);
 // wtab pointing at the case's own host weights. Cases hold raw addresses: call it again on

@@ -7,7 +7,6 @@
 #include "kernels/llm/decode_attention.h"
 #include "kernels/llm/down_proj.h"
 #include "kernels/llm/embed_gather.h"
-#include "kernels/llm/final_norm.h"
 #include "kernels/llm/gate_up_silu.h"
 #include "kernels/llm/lm_head.h"
 #include "kernels/llm/o_proj.h"
@@ -46,9 +45,8 @@ struct Block {
 // reached by all.
 template <class Body>
 __global__ void __launch_bounds__(kThreads + 32, 1) run_tiles(const TileLaunch launch, const __grid_constant__ mk::LaunchArgs a) {
-  __shared__ uint64_t share_slots[2];
-  __shared__ mk::RingState ring;
-  mk::CudaWorker w(share_slots, &ring, kThreads, kRingStages, a);
+  __shared__ mk::WorkerShared shared;
+  mk::CudaWorker w(&shared, kThreads, kRingStages, a);
   w.init();
   int64_t total = 1;
   for (int k = 0; k < launch.rank; ++k) total *= launch.extent[k];

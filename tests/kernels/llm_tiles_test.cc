@@ -17,7 +17,6 @@
 #include "kernels/llm/decode_attention.h"
 #include "kernels/llm/down_proj.h"
 #include "kernels/llm/embed_gather.h"
-#include "kernels/llm/final_norm.h"
 #include "kernels/llm/gate_up_silu.h"
 #include "kernels/llm/lm_head.h"
 #include "kernels/llm/o_proj.h"
@@ -101,7 +100,7 @@ TEST(LlmTileCoverage, EveryDecodeGraphFunctionHasABodyAndCases) {
       for (const char* d : {"64", "128"}) called.insert(std::string(name).replace(at, 3, d));
     }
   }
-  ASSERT_GE(called.size(), 13u) << "the regex no longer finds the graph's call_device lines";
+  ASSERT_GE(called.size(), 12u) << "the regex no longer finds the graph's call_device lines";
   const std::set<std::string> rows(llm_rows().begin(), llm_rows().end());
   for (const std::string& name : called)
     EXPECT_TRUE(rows.count(name)) << name << " is called by the graph but has no cases";

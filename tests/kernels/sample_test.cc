@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kernels/llm/sample.h"
+#include "kernels/llm_tile_cases.h"
 #include "kernels/registry.h"
 #include "kernels/tile_body.h"
 
@@ -51,11 +52,15 @@ class SampleBatch {
     std::vector<float> adj(logits_.size());
     const int64_t logits_shape[] = {s, vocab_}, samp_shape[] = {s, kernels::llm::kSampleWords},
                   start_shape[] = {s + 1}, pen_shape[] = {static_cast<int64_t>(pen.size() / 2), 2}, next_shape[] = {s};
+    // The LM head's choices as one tile of the whole row each.
+    std::vector<float> best = tile_bests(logits_.data(), s, vocab_, vocab_);
+    const int64_t best_shape[] = {s, 1, 2};
     const BufferView reads[] = {
         {const_cast<float*>(logits_.data()), logits_shape, s * vocab_},
         {const_cast<int32_t*>(samp_.data()), samp_shape, s * kernels::llm::kSampleWords},
         {const_cast<int32_t*>(pen_start_.data()), start_shape, s + 1},
         {pen.data(), pen_shape, pen_shape[0] * 2},
+        {best.data(), best_shape, s * 2},
     };
     const BufferView writes[] = {{next.data(), next_shape, s}, {adj.data(), logits_shape, s * vocab_}};
     for (int64_t row = 0; row < s; ++row) {
@@ -73,7 +78,7 @@ class SampleBatch {
 
 CpuTileFn reference() { return kernels::Registry::builtins().find("sample")->cpu; }
 CpuTileFn host_body() {
-  return &kernels::run_body_on_cpu<&kernels::llm::sample_body<kernels::SerialBlock>, 4, 2>;
+  return &kernels::run_body_on_cpu<&kernels::llm::sample_body<kernels::SerialBlock>, 5, 2>;
 }
 
 struct Implementation {

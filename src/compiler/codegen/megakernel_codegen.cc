@@ -73,7 +73,10 @@ class Emitter {
   // Emits loops binding the event element `x` of `edge` for the task whose tile coordinates are
   // in scope, then `action` (using `x`), then closes the loops.
   void emit_edge_elements(const ir::Edge& edge, int group, const std::string& action, const std::string& abort_value);
-  Status emit_inverse(int consumer, const ir::Edge& edge, const std::string& event_var);
+  // `sink` receives the released tasks that need no other release: mk::push_tasks (the ready
+  // queue) or mk::queue_inline (the notifying worker's inline tasks).
+  Status emit_inverse(int consumer, const ir::Edge& edge, const std::string& event_var,
+                      const std::string& sink = "mk::push_tasks");
 
   // Emits `const int64_t e0 = ...;` for each coordinate of element `x` of `ev`; returns the names.
   std::vector<std::string> emit_element_coords(const ir::Event& ev, const std::string& x);
@@ -83,6 +86,13 @@ class Emitter {
   // "true" when the graph asks for group g to run from the ready queue under per-group scheduling.
   std::string dynamic_flag(size_t g) const {
     return g_.groups[g].schedule == ir::GroupSchedule::kDynamic ? "true" : "false";
+  }
+  bool is_inline(size_t g) const { return g_.groups[g].schedule == ir::GroupSchedule::kInline; }
+  // The group order without the inline groups, which have no place in the static order.
+  std::vector<int> without_inline(std::vector<int>::const_iterator from, std::vector<int>::const_iterator to) const {
+    std::vector<int> kept;
+    std::copy_if(from, to, std::back_inserter(kept), [&](int g) { return !is_inline(static_cast<size_t>(g)); });
+    return kept;
   }
 
   // --- references from group code
@@ -456,9 +466,11 @@ void Emitter::emit_prelude() {
   // whose notified element is read from an index buffer.
   std::string early;
   for (const auto& e : g_.events) {
+    // Nor an inline group among the consumers: it runs when the element completes, not before.
     bool ok = e.wait.kind != ir::WaitCount::Kind::kRuntime;
     for (const auto& group : g_.groups) {
       for (const auto& out : group.out_edges) ok = ok && (out.event != e.name || out.map.is_data_independent());
+      ok = ok && !(group.schedule == ir::GroupSchedule::kInline && group.in_edges[0].event == e.name);
     }
     early += ok ? "true, " : "false, ";
   }
@@ -560,11 +572,20 @@ void Emitter::emit_group_geometry() {
   line("default: return;");
   close();
   close();
-  // The static order: the groups before the layers, the layered groups layer by layer, the rest.
+  // The static order: the groups before the layers, the layered groups layer by layer, the rest;
+  // inline groups run where their input completes instead.
+  const auto split = group_order_.begin() + groups_before_layers_;
+  open("EVT_HD inline int64_t static_positions(const Params& p) {");
+  line("(void)p;");
+  std::string positions = "int64_t{0}";
+  for (int g : without_inline(group_order_.begin(), group_order_.end())) positions += " + " + tiles_expr(g);
+  for (int g : without_inline(layer_order_.begin(), layer_order_.end())) positions += " + " + tiles_expr(g);
+  line(fmt::format("return {};", positions));
+  close();
   open("EVT_HD inline void static_task(const Params& p, int64_t position, int& group, int64_t& linear) {");
   line("(void)p;");
-  const auto split = group_order_.begin() + groups_before_layers_;
-  emit_decode({group_order_.begin(), split}, layer_order_, {split, group_order_.end()}, "position");
+  emit_decode(without_inline(group_order_.begin(), split), without_inline(layer_order_.begin(), layer_order_.end()),
+              without_inline(split, group_order_.end()), "position");
   close();
   emit_launches();
   // Source tasks: the groups that await nothing, which the dynamic queue starts with.
@@ -589,6 +610,14 @@ void Emitter::emit_group_geometry() {
   close();
   emit_switch("bool group_dynamic(int group)", "group", g_.groups.size(), [&](size_t g) { return dynamic_flag(g); },
               "false");
+  // Events an inline group awaits: under the static schedule their notifiers read the count back,
+  // to run the inline tasks when it completes an element.
+  emit_switch("bool event_inline(int event)", "event", g_.events.size(), [&](size_t e) {
+    for (size_t c = 0; c < g_.groups.size(); ++c) {
+      if (is_inline(c) && g_.groups[c].in_edges[0].event == g_.events[e].name) return "true";
+    }
+    return "false";
+  }, "false");
   // A streamed group whose tasks the loader learns of from the leader under the static and
   // kernels schedules: a range trigger decides, at the wait, whether a task runs, and its stream
   // may read the index buffers the trigger read.
@@ -713,7 +742,8 @@ void Emitter::emit_edge_elements(const ir::Edge& edge, int group, const std::str
 }
 
 // The consumers of element `event_var` through `edge`: loops over the box of consumer tiles.
-Status Emitter::emit_inverse(int consumer, const ir::Edge& edge, const std::string& event_var) {
+Status Emitter::emit_inverse(int consumer, const ir::Edge& edge, const std::string& event_var,
+                             const std::string& sink) {
   const ir::TaskGroup& group = g_.groups[consumer];
   const int ei = g_.event_index(edge.event);
   const ir::Event& ev = g_.events[ei];
@@ -807,7 +837,7 @@ Status Emitter::emit_inverse(int consumer, const ir::Edge& edge, const std::stri
   open(fmt::format("if ({} == 1) {{", needed_expr(consumer)));
   std::string count = "int64_t{1}";
   for (size_t j = 0; j < vs.size(); ++j) count += fmt::format(" * n{}", j);
-  open(fmt::format("mk::push_tasks(w, a, {}, [&](int64_t k) {{", count));
+  open(fmt::format("{}(w, a, {}, [&](int64_t k) {{", sink, count));
   for (size_t j = vs.size(); j-- > 0;) {
     line(fmt::format("const int64_t v{0} = lo{0} + k % n{0};", j));
     line(fmt::format("k /= n{};", j));
@@ -852,6 +882,13 @@ Status Emitter::emit_fires() {
       for (const auto& in : g_.groups[c].in_edges) {
         if (in.event != g_.events[e].name) continue;
         line(fmt::format("// consumer {}, in-edge {}", g_.groups[c].name, in.map.str()));
+        if (is_inline(c)) {
+          // Static and per-group schedules: the notifying worker runs them next (the dynamic
+          // schedule queues them like any other group, below).
+          open("if (mk::runs_inline(kS) && plain) {");
+          EVT_RETURN_IF_ERROR(emit_inverse(static_cast<int>(c), in, "x", "mk::queue_inline"));
+          close();
+        }
         const bool range = in.map.kind == ir::EdgeMap::Kind::kRangeTrigger;
         open(fmt::format("if (mk::runs_dynamic(kS, {}) && {}) {{", dynamic_flag(c), range ? "ranges" : "plain"));
         const std::string before = out_;
@@ -908,8 +945,14 @@ template <class W, mk::Schedule kS>
 EVT_HD inline bool notify_event(W& w, const Params& p, const mk::LaunchArgs& a, int e, int64_t x, int group,
                                 const int64_t* t, int rank) {
   if constexpr (kS == mk::kStatic || kS == mk::kKernels) {
-    // Nothing to release: a fire-and-forget add; the waiter checks for too many arrivals.
-    w.fetch_add_release(p.counters[e] + x, 1);
+    // Nothing to release: a fire-and-forget add; the waiter checks for too many arrivals. Except
+    // that the notification completing an element an inline group awaits runs that group next.
+    if (kS == mk::kKernels || !event_inline(e)) {
+      w.fetch_add_release(p.counters[e] + x, 1);
+      return true;
+    }
+    const uint64_t got = mk::arrive(w, p.counters[e] + x);
+    if (got == p.wait_count[e]) fire<W, kS>(w, p, a, e, x, true, false);
     return true;
   } else {
     const uint64_t got = mk::arrive(w, p.counters[e] + x);
@@ -1271,6 +1314,25 @@ EVT_HD inline bool run_task(W& w, const Params& p, const mk::LaunchArgs& a, int 
   return true;
 }
 
+// Runs the inline tasks the last task released (and those they release in turn), on the whole
+// block; the leader holds the list. False when the launch aborted.
+template <class W, mk::Schedule kS>
+EVT_HD inline bool run_inline(W& w, const Params& p, const mk::LaunchArgs& a, bool& healthy) {
+  if constexpr (mk::runs_inline(kS)) {
+    while (true) {
+      int64_t task = -1;
+      if (w.leader()) task = w.next_inline();
+      task = w.share(task);
+      if (task < 0) return true;
+      int group;
+      int64_t linear;
+      task_group(p, task, group, linear);
+      if (!run_task<W, kS>(w, p, a, group, linear, healthy)) return false;
+    }
+  }
+  return true;
+}
+
 // Under per-group scheduling every worker counts itself finished once through its static tasks.
 template <mk::Schedule kS, class W>
 EVT_HD inline int64_t static_workers(const W& w) {
@@ -1284,7 +1346,7 @@ EVT_HD inline bool run_queued(W& w, const Params& p, const mk::LaunchArgs& a, in
   int group;
   int64_t linear;
   task_group(p, task, group, linear);
-  const bool ok = run_task<W, kS>(w, p, a, group, linear, healthy);
+  const bool ok = run_task<W, kS>(w, p, a, group, linear, healthy) && run_inline<W, kS>(w, p, a, healthy);
   if (w.leader()) mk::count_finished(w, a, sources, static_workers<kS>(w));
   return ok;
 }
@@ -1299,13 +1361,14 @@ EVT_HD inline void run_megakernel(W& w, const Params& p, const mk::LaunchArgs& a
   bool healthy = true;
   const int64_t sources = source_tasks<kS>(p);
   if constexpr (kS != mk::kDynamic) {
-    const int64_t total = total_tasks(p);
+    const int64_t total = static_positions(p);
     for (int64_t position = w.id(); position < total; position += w.count()) {
       int group;
       int64_t linear;
       static_task(p, position, group, linear);
       if (mk::runs_dynamic(kS, group_dynamic(group))) continue;
       if (!run_task<W, kS, kS == mk::kPerGroup>(w, p, a, group, linear, healthy, sources)) return;
+      if (!run_inline<W, kS>(w, p, a, healthy)) return;
     }
     if constexpr (kS == mk::kStatic) return;
     if (w.leader()) mk::count_finished(w, a, sources, static_workers<kS>(w));
@@ -1340,7 +1403,7 @@ EVT_HD inline void run_launch(W& w, const Params& p, const mk::LaunchArgs& a, in
 template <class W, mk::Schedule kS>
 EVT_HD inline void run_loader(W& w, const Params& p, const mk::LaunchArgs& a) {
   if constexpr (kS == mk::kStatic) {
-    const int64_t total = total_tasks(p);
+    const int64_t total = static_positions(p);
     for (int64_t position = w.id(); position < total; position += w.count()) {
       int group;
       int64_t linear;

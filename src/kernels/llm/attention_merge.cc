@@ -12,19 +12,23 @@ namespace {
 
 void attention_merge_reference(const TileArgs& a) {
   const BufferView &o = a.reads[0], &ml = a.reads[1];
-  const int64_t t = a.tile[1], hq = a.tile[2], splits = o.dim(0), tokens = o.dim(1), heads = o.dim(2), d = o.dim(3);
-  double max = -std::numeric_limits<double>::infinity();
-  for (int64_t s = 0; s < splits; ++s) max = std::max<double>(max, ml.as<const float>()[((s * tokens + t) * heads + hq) * 2]);
-  for (int64_t i = 0; i < d; ++i) {
-    double num = 0, den = 0;
+  const int64_t t = a.tile[1], splits = o.dim(0), tokens = o.dim(1), heads = o.dim(2), d = o.dim(3);
+  for (int64_t hq = 0; hq < heads; ++hq) {
+    double max = -std::numeric_limits<double>::infinity();
     for (int64_t s = 0; s < splits; ++s) {
-      const float* state = ml.as<const float>() + ((s * tokens + t) * heads + hq) * 2;
-      if (state[1] == 0) continue;
-      const double w = state[1] * std::exp(state[0] - max);
-      num += w * o.as<const float>()[((s * tokens + t) * heads + hq) * d + i];
-      den += w;
+      max = std::max<double>(max, ml.as<const float>()[((s * tokens + t) * heads + hq) * 2]);
     }
-    a.writes[0].as<float>()[(t * heads + hq) * d + i] = den > 0 ? static_cast<float>(num / den) : 0.0f;
+    for (int64_t i = 0; i < d; ++i) {
+      double num = 0, den = 0;
+      for (int64_t s = 0; s < splits; ++s) {
+        const float* state = ml.as<const float>() + ((s * tokens + t) * heads + hq) * 2;
+        if (state[1] == 0) continue;
+        const double w = state[1] * std::exp(state[0] - max);
+        num += w * o.as<const float>()[((s * tokens + t) * heads + hq) * d + i];
+        den += w;
+      }
+      a.writes[0].as<float>()[(t * heads + hq) * d + i] = den > 0 ? static_cast<float>(num / den) : 0.0f;
+    }
   }
 }
 
@@ -32,7 +36,7 @@ void attention_merge_reference(const TileArgs& a) {
 
 EVT_REGISTER_TILE_FUNCTION(attention_merge, TileFunction{
     .name = "attention_merge",
-    .summary = "one token, one query head: merge the KV splits' attention outputs by their softmax max and sum",
+    .summary = "one token: merge the KV splits' attention outputs of every head by their softmax max and sum",
     .num_reads = 2, .num_writes = 1,
     .cpu = attention_merge_reference,
     .device_body = "evt::kernels::llm::attention_merge_body", .device_header = "kernels/llm/attention_merge.h",

@@ -50,14 +50,17 @@ EVT_HD int gemv_warps(const Block& b) {
 }
 
 struct GemvInput {
-  const float* x = nullptr;  // token t's row starts at x + t * ld
+  const float* x = nullptr;  // token t's row starts at x + t * ld, or at x + rows[t] * ld
   int64_t ld = 0;
   int64_t tokens = 0;
+  const int32_t* rows = nullptr;
   // Fused RMSNorm: null for none. Otherwise each row is scaled by 1 / sqrt(mean(row^2) + eps)
   // over its first norm_len values and each column k by norm_w[k].
   const uint16_t* norm_w = nullptr;
   int64_t norm_len = 0;
   float eps = 0;
+
+  EVT_HD const float* row(int64_t t) const { return x + (rows != nullptr ? rows[t] : t) * ld; }
 };
 
 // One tile's GEMV, built once by a tile function and handed to gemv_run (in its body) and
@@ -161,7 +164,7 @@ EVT_HD void stage_tokens(const Block& b, const GemvInput& in, const GemvPlan& p,
     const int64_t parts = max_of<int64_t>(1, warps(b) / count);
     const int64_t per = ((in.norm_len + parts - 1) / parts + 7) / 8 * 8;
     for (int64_t i = warp(b); i < count * parts; i += warps(b)) {
-      const float* row = in.x + (c0 + i / parts) * in.ld;
+      const float* row = in.row(c0 + i / parts);
       const int64_t s1 = min_of<int64_t>(in.norm_len, (i % parts + 1) * per);
       double sum = 0;
       float v[8];
@@ -185,7 +188,7 @@ EVT_HD void stage_tokens(const Block& b, const GemvInput& in, const GemvPlan& p,
     const int64_t t = i / octets, k = k0 + 8 * (i % octets);
     float v[8] = {};
     if (k < k1) {
-      load8_f32(in.x + (c0 + t) * in.ld + k, v);
+      load8_f32(in.row(c0 + t) + k, v);
       if (in.norm_w != nullptr) {
         float g[8];
         load8_bf16(in.norm_w + k, g);

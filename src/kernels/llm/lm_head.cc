@@ -9,13 +9,26 @@ namespace evt::kernels::llm {
 namespace {
 
 void lm_head_reference(const TileArgs& a) {
-  const BufferView &cfg = a.reads[0], &xf = a.reads[1], &w = a.reads[2], &out = a.writes[0];
-  const int64_t rows_in = xf.dim(0), hidden = xf.dim(1), vocab = out.dim(1), per_tile = cfg_at(cfg, kCfgRowsV);
+  const BufferView &cfg = a.reads[0], &x = a.reads[1], &final_w = a.reads[2], &logit_rows = a.reads[3];
+  const BufferView &w = a.reads[4], &out = a.writes[0], &best = a.writes[1];
+  const int64_t tokens = x.dim(1), hidden = x.dim(2), seqs = out.dim(0), vocab = out.dim(1);
+  const int64_t per_tile = cfg_at(cfg, kCfgRowsV), tiles = best.dim(1);
   const TiledMatrix lm = ref_tiled(w.as<const uint16_t>(), vocab);
-  for (int64_t s = 0; s < rows_in; ++s) {
+  for (int64_t s = 0; s < seqs; ++s) {
+    const float* row = x.as<const float>() + ((cfg_at(cfg, kCfgLayers) % 2) * tokens + logit_rows.as<const int32_t>()[s]) * hidden;
+    const std::vector<double> xn = ref_rmsnorm(row, hidden, final_w.as<const uint16_t>(), cfg_eps(cfg));
+    float* best_s = best.as<float>() + (s * tiles + a.tile[0]) * 2;
+    best_s[0] = -INFINITY;
+    best_s[1] = static_cast<float>(vocab);
     for (int64_t r = a.tile[0] * per_tile; r < (a.tile[0] + 1) * per_tile && r < vocab; ++r) {
-      out.as<float>()[s * vocab + r] =
-          static_cast<float>(ref_dot(lm, r, 0, hidden, xf.as<const float>() + s * hidden));
+      const float logit = static_cast<float>(ref_dot(lm, r, 0, hidden, xn.data()));
+      out.as<float>()[s * vocab + r] = logit;
+      // The first largest, a NaN before any number (sample.h's order).
+      const bool nan = logit != logit, best_nan = best_s[0] != best_s[0];
+      if ((nan && !best_nan) || (!nan && !best_nan && logit > best_s[0])) {
+        best_s[0] = logit;
+        best_s[1] = static_cast<float>(r);
+      }
     }
   }
 }
@@ -24,8 +37,8 @@ void lm_head_reference(const TileArgs& a) {
 
 EVT_REGISTER_TILE_FUNCTION(lm_head, TileFunction{
     .name = "lm_head",
-    .summary = "LM head: one vocab tile of the logits of every logit row",
-    .num_reads = 3, .num_writes = 1,
+    .summary = "final RMSNorm and LM head: one vocab tile of the logits of every logit row, and its largest logit",
+    .num_reads = 5, .num_writes = 2,
     .cpu = lm_head_reference,
     .device_body = "evt::kernels::llm::lm_head_body", .device_header = "kernels/llm/lm_head.h",
     .device_stream = "evt::kernels::llm::lm_head_stream",

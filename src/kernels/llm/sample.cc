@@ -89,7 +89,7 @@ void sample_reference(const TileArgs& args) {
 EVT_REGISTER_TILE_FUNCTION(sample, TileFunction{
     .name = "sample",
     .summary = "sampling: one row's next token by penalties, temperature, top-k, top-p and min-p (greedy at 0)",
-    .num_reads = 4, .num_writes = 2,
+    .num_reads = 5, .num_writes = 2,
     .cpu = sample_reference,
     .device_body = "evt::kernels::llm::sample_body", .device_header = "kernels/llm/sample.h",
     // Greedy costs argmax's one pass; a draw up to ~11 passes over the row (two radix selects).

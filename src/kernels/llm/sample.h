@@ -1,7 +1,8 @@
 #pragma once
 // Sampling: tile s draws the next token of row s from its logits, by the parameters of its request.
 //   reads (logits: S x V f32, samp: S x kSampleWords i32 (sample_math.h), pen_start: S + 1 i32,
-//          pen: P x 2 i32), writes (next: S i32, adj: S x V f32, scratch of unspecified contents)
+//          pen: P x 2 i32, best: S x NV x 2 f32, each LM head tile's largest logit and its index
+//          (lm_head.h)), writes (next: S i32, adj: S x V f32, scratch of unspecified contents)
 //
 // The rules, which the body and the CPU reference (sample.cc) both follow to the bit (exp, log and
 // the random bits are sample_math.h's):
@@ -26,7 +27,8 @@
 //    The noise has 24 random bits, so it lies in [-2.9, 16.7]: a token more than 19.5 below m is
 //    never drawn (its share of softmax is below 4e-9 of the largest's).
 //
-// The body: greedy without penalties is one pass over the logits, as argmax. Otherwise one pass
+// The body: greedy without penalties is the best of the LM head tiles' choices (the argmax of the
+// row, since each tile's is the first largest of its rows by the same order). Otherwise one pass
 // writes z (a for greedy) to the row of adj, and the passes after it read adj; a threshold is a
 // radix select over an order-preserving u32 key of z, 4 passes of 8 bits with a shared-memory
 // histogram (counts for top-k, u64 masses for top-p), integer atomics only, so the result does not
@@ -293,13 +295,26 @@ EVT_HD void sample_body(const Block& b, const int64_t* tile, const DevBuffer* re
   const int32_t* pen = reads[3].as<const int32_t>() + 2 * static_cast<int64_t>(pen_start[s]);
   const int64_t n_pen = pen_start[s + 1] - pen_start[s];
   const bool greedy = is_greedy(p);
-  const float* z = logits;
-  if (n_pen > 0 || !greedy) {
-    float* adj = writes[1].as<float>() + s * vocab;
-    adjust_row(b, logits, adj, vocab, pen, n_pen, p, greedy ? 1.0f : p.temperature);
-    z = adj;
+  int64_t next;
+  if (greedy && n_pen == 0) {
+    const int64_t tiles = reads[4].dim(1);
+    const float* best = reads[4].as<const float>() + s * tiles * 2;
+    Candidate c{-INFINITY, vocab};
+    for (int64_t n = b.thread(); n < tiles; n += b.threads()) {
+      const auto index = static_cast<int64_t>(best[2 * n + 1]);
+      if (better(best[2 * n], index, c.value, c.index)) c = Candidate{best[2 * n], index};
+    }
+    c = block_best(b, c);
+    next = c.index < vocab ? c.index : 0;
+  } else {
+    const float* z = logits;
+    if (n_pen > 0 || !greedy) {
+      float* adj = writes[1].as<float>() + s * vocab;
+      adjust_row(b, logits, adj, vocab, pen, n_pen, p, greedy ? 1.0f : p.temperature);
+      z = adj;
+    }
+    next = greedy ? block_argmax(b, z, vocab) : draw(b, z, vocab, p);
   }
-  const int64_t next = greedy ? block_argmax(b, z, vocab) : draw(b, z, vocab, p);
   if (b.thread() == 0) writes[0].as<int32_t>()[s] = static_cast<int32_t>(next);
 }
 

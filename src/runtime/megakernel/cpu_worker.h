@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <thread>
+#include <vector>
 
 #include "kernels/block_scratch.h"
 #include "runtime/megakernel/support.h"
@@ -61,9 +62,24 @@ class CpuWorker {
     return kernels::CopyingStreamReader(s, kernels::host_chunk_buffer());
   }
   void announce(int64_t) const {}
+  bool queue_inline(int64_t task) {
+    if (inline_.size() - next_ >= kInlineSlots) return false;
+    inline_.push_back(task);
+    return true;
+  }
+  int64_t next_inline() {
+    if (next_ == inline_.size()) {
+      inline_.clear();
+      next_ = 0;
+      return -1;
+    }
+    return inline_[next_++];
+  }
 
  private:
   int id_, count_;
+  std::vector<int64_t> inline_;  // queued inline tasks, run from next_ on
+  size_t next_ = 0;
 };
 
 }  // namespace evt::mk

@@ -14,16 +14,22 @@
 
 namespace evt::mk {
 
+// A worker's words in the block's static shared memory.
+struct WorkerShared {
+  uint64_t share_slots[2];              // share()
+  RingState ring;                       // the weight ring's control words
+  int64_t inline_tasks[kInlineSlots];   // the leader's queue of inline tasks
+};
+
 class CudaWorker {
  public:
-  // `shared_slots`: two words of shared memory for share(). `ring`: the weight ring's control
-  // words and its stage count (0: no ring), set up by init() before any other use.
-  __device__ CudaWorker(uint64_t* shared_slots, RingState* ring, int consumers, int ring_stages, const LaunchArgs& a)
-      : slots_(shared_slots), ring_(ring), consumers_(consumers), stages_(ring_stages), a_(a) {}
+  // `ring_stages`: the weight ring's stages (0: no ring), set up by init() before any other use.
+  __device__ CudaWorker(WorkerShared* shared, int consumers, int ring_stages, const LaunchArgs& a)
+      : shared_(shared), consumers_(consumers), stages_(ring_stages), a_(a) {}
 
   // Every thread of the block, once at the start: sets up the ring.
   __device__ void init() {
-    if (threadIdx.x == 0 && stages_ > 0) init_ring(*ring_, stages_, consumers_ / 32);
+    if (threadIdx.x == 0 && stages_ > 0) init_ring(shared_->ring, stages_, consumers_ / 32);
     __syncthreads();
   }
 
@@ -38,7 +44,7 @@ class CudaWorker {
   template <typename T>
   __device__ T share(T v) {
     static_assert(sizeof(T) <= sizeof(uint64_t), "share() moves at most 8 bytes");
-    T* slot = reinterpret_cast<T*>(slots_ + parity_);
+    T* slot = reinterpret_cast<T*>(shared_->share_slots + parity_);
     parity_ ^= 1;
     if (leader()) *slot = v;
     sync();
@@ -86,11 +92,11 @@ class CudaWorker {
     __device__ const unsigned char* acquire() {
       // A fill that never lands is a bug: stop the launch rather than hang, and let the body
       // finish on whatever the stage holds (the launch reports the error).
-      w_.wait_until([&] { return phase_done(&w_.ring_->full[w_.stage_], w_.phase_); }, ErrorKind::kTimeout);
+      w_.wait_until([&] { return phase_done(&w_.shared_->ring.full[w_.stage_], w_.phase_); }, ErrorKind::kTimeout);
       return w_.stage_data(w_.stage_);
     }
     __device__ void release() {
-      release_stage(&w_.ring_->empty[w_.stage_]);
+      release_stage(&w_.shared_->ring.empty[w_.stage_]);
       w_.advance();
     }
 
@@ -99,6 +105,16 @@ class CudaWorker {
   };
   __device__ Reader weights(const kernels::WeightStream&) { return Reader(*this); }
 
+  // The leader's queue of inline tasks (the notifications of its block released them).
+  __device__ bool queue_inline(int64_t task) {
+    if (inline_end_ - inline_next_ >= static_cast<int>(kInlineSlots)) return false;
+    shared_->inline_tasks[inline_end_++ % kInlineSlots] = task;
+    return true;
+  }
+  __device__ int64_t next_inline() {
+    return inline_next_ == inline_end_ ? -1 : shared_->inline_tasks[inline_next_++ % kInlineSlots];
+  }
+
   // --- the loader (lane 0 of the loader warp)
 
   // Fills the ring with every chunk of `s`, each once its stage is free. False when the launch
@@ -106,11 +122,11 @@ class CudaWorker {
   __device__ bool load(const kernels::WeightStream& s) {
     for (kernels::StreamCursor cursor(s); !cursor.done(); advance()) {
       // The stage's previous fill (one round of the ring ago, phase_ ^ 1) must have been released.
-      if (wrapped_ && !wait_until([&] { return phase_done(&ring_->empty[stage_], phase_ ^ 1); },
+      if (wrapped_ && !wait_until([&] { return phase_done(&shared_->ring.empty[stage_], phase_ ^ 1); },
                                   ErrorKind::kQueueTimeout)) {
         return false;
       }
-      fill_stage(cursor, stage_data(stage_), &ring_->full[stage_]);
+      fill_stage(cursor, stage_data(stage_), &shared_->ring.full[stage_]);
     }
     return true;
   }
@@ -122,7 +138,7 @@ class CudaWorker {
     for (int s = 0; s < stages_; ++s) {
       if (!wrapped_ && s >= stage_) break;  // never filled
       const uint32_t parity = s < stage_ ? phase_ : phase_ ^ 1;
-      while (!phase_done(&ring_->full[s], parity)) {
+      while (!phase_done(&shared_->ring.full[s], parity)) {
       }
     }
   }
@@ -131,22 +147,22 @@ class CudaWorker {
   // and kAnnounceStop when it is done; the loader takes them in order.
   __device__ void announce(int64_t task) {
     if (stages_ == 0) return;
-    auto posted = block_word(ring_->posted);
+    auto posted = block_word(shared_->ring.posted);
     const uint32_t n = posted.load(cuda::memory_order_relaxed);
-    wait_until([&] { return n - block_word(ring_->taken).load(cuda::memory_order_acquire) < kMailboxSlots; },
+    wait_until([&] { return n - block_word(shared_->ring.taken).load(cuda::memory_order_acquire) < kMailboxSlots; },
                ErrorKind::kQueueTimeout);
-    ring_->mailbox[n % kMailboxSlots] = task;
+    shared_->ring.mailbox[n % kMailboxSlots] = task;
     posted.store(n + 1, cuda::memory_order_release);
   }
   // The next announced task, or kAnnounceStop (also when the launch aborted).
   __device__ int64_t next_announced() {
-    auto taken = block_word(ring_->taken);
+    auto taken = block_word(shared_->ring.taken);
     const uint32_t n = taken.load(cuda::memory_order_relaxed);
-    if (!wait_until([&] { return block_word(ring_->posted).load(cuda::memory_order_acquire) != n; },
+    if (!wait_until([&] { return block_word(shared_->ring.posted).load(cuda::memory_order_acquire) != n; },
                     ErrorKind::kQueueTimeout)) {
       return kAnnounceStop;
     }
-    const int64_t task = ring_->mailbox[n % kMailboxSlots];
+    const int64_t task = shared_->ring.mailbox[n % kMailboxSlots];
     taken.store(n + 1, cuda::memory_order_release);
     return task;
   }
@@ -187,12 +203,12 @@ class CudaWorker {
     }
   }
 
-  uint64_t* slots_;
-  RingState* ring_;
+  WorkerShared* shared_;
   int consumers_;
   int stages_;
   const LaunchArgs& a_;
   int parity_ = 0;
+  int inline_next_ = 0, inline_end_ = 0;  // the leader's inline queue: taken, queued
   // This thread's place in the ring (consumers: the next chunk to consume; the loader: to fill).
   int stage_ = 0;
   uint32_t phase_ = 0;

@@ -56,6 +56,7 @@ inline const char* error_kind_name(ErrorKind k) {
     case ErrorKind::kOverNotified: return "more notifications than the wait count";
     case ErrorKind::kQueueTimeout: return "no ready task arrived in time";
     case ErrorKind::kBadRange: return "a data-dependent index is out of range";
+    case ErrorKind::kInlineOverflow: return "more inline tasks released at once than a worker holds";
     default: return "unknown error";
   }
 }

@@ -13,6 +13,8 @@
 //   Scratch scratch(); weights(stream)     the tile-body block's scratch and stream reader
 //   void announce(task)                    a task's weights are next, when the loader cannot know
 //                                          (CUDA's loader follows these, the host ignores them)
+//   bool queue_inline(task); next_inline() the leader's list of inline tasks to run next (false when
+//                                          full; -1 when empty)
 //
 // Counters need no reset pass: the scheduler's memory is two arenas, and a launch uses one while
 // it zeroes the other for the next launch. Nothing touches the other arena during the launch, so
@@ -57,6 +59,9 @@ EVT_HD int64_t load_at(const DevBuffer& b, bool wide, I... index) {
   return load_index(b, idx, wide);
 }
 
+// Inline tasks a worker can hold at once (queue_inline).
+inline constexpr size_t kInlineSlots = 64;
+
 // How a generated kernel is being run. kKernels: one launch per task group in topological order,
 // as ordinary kernels; launch boundaries synchronize, so tasks neither wait nor notify.
 // kPerGroup: one megakernel in which each group runs as its graph says (schedule=static|dynamic).
@@ -66,11 +71,21 @@ enum Schedule : int { kStatic = 0, kDynamic = 1, kKernels = 2, kPerGroup = 3 };
 EVT_HD constexpr bool runs_dynamic(Schedule s, bool group_dynamic) {
   return s == kDynamic || (s == kPerGroup && group_dynamic);
 }
+// Whether inline groups run on the worker that completes their input (otherwise the dynamic
+// schedule queues them and the kernels mode launches them).
+EVT_HD constexpr bool runs_inline(Schedule s) { return s == kStatic || s == kPerGroup; }
 
 // What a task's wait step decided. kHelp: the wait paused to run a ready dynamic task (Help).
 enum Step : int { kRun = 0, kSkip = 1, kAbort = 2, kHelp = 3 };
 
-enum class ErrorKind : int32_t { kNone = 0, kTimeout = 1, kOverNotified = 2, kQueueTimeout = 3, kBadRange = 4 };
+enum class ErrorKind : int32_t {
+  kNone = 0,
+  kTimeout = 1,
+  kOverNotified = 2,
+  kQueueTimeout = 3,
+  kBadRange = 4,
+  kInlineOverflow = 5,
+};
 
 // Written once by the first failing worker of a launch; read by the host.
 struct ErrorRecord {
@@ -248,6 +263,18 @@ EVT_HD void push_tasks(W& w, const LaunchArgs& a, int64_t n, TaskAt&& task_at) {
   const uint64_t first = arrive(w, &a.state->queue_tail, static_cast<uint64_t>(n)) - n;
   w.store_release(&a.queue_slots[first], static_cast<uint64_t>(task_at(0)) + 1);  // fences the rest too
   for (int64_t k = 1; k < n; ++k) w.store_relaxed(&a.queue_slots[first + k], static_cast<uint64_t>(task_at(k)) + 1);
+}
+
+// Puts n tasks, task_at(0 .. n-1), on the leader's list of inline tasks, which its block runs
+// after the task that released them.
+template <class W, class TaskAt>
+EVT_HD void queue_inline(W& w, const LaunchArgs& a, int64_t n, TaskAt&& task_at) {
+  for (int64_t k = 0; k < n; ++k) {
+    if (!w.queue_inline(task_at(k))) {
+      fail(w, a, ErrorKind::kInlineOverflow, -1, nullptr, 0, -1, task_at(k), n);
+      return;
+    }
+  }
 }
 
 template <class W>
