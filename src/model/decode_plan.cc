@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 
+#include "kernels/llm/attention_merge.h"
 #include "kernels/llm/decode_attention.h"
 #include "kernels/llm/gemv.h"
 #include "kernels/llm/sample.h"
@@ -177,7 +178,8 @@ Expected<StepPlan> plan_step(const ModelConfig& c, const Tiling& tiling, const K
       {"LMW", llm::tiled_shape(c.vocab_size, c.hidden_size).bytes() / 2},
   };
   const int warps = llm::kDecodeThreads / 32;
-  int64_t scratch = llm::attention_scratch_bytes(c.head_dim, warps);
+  int64_t scratch = std::max(llm::attention_scratch_bytes(c.head_dim, warps),
+                             llm::attention_merge_scratch_bytes(plan.dims["KVS"], warps));
   const auto gemv = [&](int64_t k, int64_t groups, int64_t rows_in) {
     scratch = std::max(scratch, llm::gemv_scratch_bytes(k, groups, rows_in, warps));
   };

@@ -9,25 +9,41 @@
 
 namespace evt::kernels::llm {
 
+// The scratch the body uses: each warp's split weights.
+EVT_HD constexpr int64_t attention_merge_scratch_bytes(int64_t splits, int warps) { return splits * warps * 4; }
+
+// Warp w merges heads w, w + W, ...: its lanes find the splits' common max and weights (kept in
+// scratch), then each lane adds up the splits for its dims. Sums run over the splits in order.
 template <class Block>
 EVT_HD void attention_merge_body(const Block& b, const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
-  const int64_t t = tile[1];
-  const int64_t splits = reads[0].dim(0), tokens = reads[0].dim(1), heads = reads[0].dim(2), d = reads[0].dim(3);
+  const auto t = static_cast<int32_t>(tile[1]);
+  const auto splits = static_cast<int32_t>(reads[0].dim(0)), tokens = static_cast<int32_t>(reads[0].dim(1));
+  const auto heads = static_cast<int32_t>(reads[0].dim(2)), d = static_cast<int32_t>(reads[0].dim(3));
   const float* o = reads[0].as<const float>();
   const float* ml = reads[1].as<const float>();
-  for (int64_t i = b.thread(); i < heads * d; i += b.threads()) {
-    const int64_t hq = i / d;
+  float* weight = reinterpret_cast<float*>(b.scratch().data) + warp(b) * splits;
+  for (int32_t hq = warp(b); hq < heads; hq += warps(b)) {
+    const auto state = [&](int32_t s) { return ml + ((static_cast<int64_t>(s) * tokens + t) * heads + hq) * 2; };
     float max = -INFINITY;
-    for (int64_t s = 0; s < splits; ++s) max = fmaxf(max, ml[((s * tokens + t) * heads + hq) * 2]);
-    float num = 0, den = 0;
-    for (int64_t s = 0; s < splits; ++s) {
-      const float* state = ml + ((s * tokens + t) * heads + hq) * 2;
-      if (state[1] == 0) continue;  // an empty split: its output is not a number to weigh
-      const float w = state[1] * softmax_rescale(state[0], max);
-      num += w * o[(s * tokens + t) * heads * d + i];
+    for (int32_t s = lane(b); s < splits; s += lanes()) max = fmaxf(max, state(s)[0]);
+    max = warp_max(max);
+    float den = 0;
+    for (int32_t s = lane(b); s < splits; s += lanes()) {
+      // An empty split (sum 0) weighs nothing: its output is not a number to weigh.
+      const float w = state(s)[1] == 0 ? 0.0f : state(s)[1] * softmax_rescale(state(s)[0], max);
+      weight[s] = w;
       den += w;
     }
-    writes[0].as<float>()[t * heads * d + i] = den > 0 ? num / den : 0.0f;
+    den = warp_sum(den);
+    warp_sync();
+    for (int32_t i = lane(b); i < d; i += lanes()) {
+      float num = 0;
+      for (int32_t s = 0; s < splits; ++s) {
+        if (weight[s] != 0) num += weight[s] * o[((static_cast<int64_t>(s) * tokens + t) * heads + hq) * d + i];
+      }
+      writes[0].as<float>()[(static_cast<int64_t>(t) * heads + hq) * d + i] = den > 0 ? num / den : 0.0f;
+    }
+    warp_sync();  // every lane read the weights before the next head's are written
   }
 }
 

@@ -48,11 +48,18 @@ EVT_HD void decode_attention_body(const Block& b, const int64_t* tile, const Dev
       qv[g][j] = g < group ? q[j] * scale : 0.0f;
     }
   }
-  for (int64_t p = p0 + warp(b); p < p1; p += warps(b)) {
+  // A warp's positions p0 + warp, + W, ...: the next one's K and V rows load while this one's
+  // scores are computed, so each position costs one memory round trip less.
+  const auto load_row = [&](int64_t p, float* kr, float* vr) {
     const int64_t row = ((l * slots + kv_slot(pages, p, cfg[kCfgPageSize])) * kv_heads + h) * D + lane(b) * kPer;
-    float kr[kPer], vr[kPer];
     load_bf16s<kPer>(reads[2].as<const uint16_t>() + row, kr);
     load_bf16s<kPer>(reads[3].as<const uint16_t>() + row, vr);
+  };
+  float kr[kPer], vr[kPer], k_next[kPer], v_next[kPer];
+  if (p0 + warp(b) < p1) load_row(p0 + warp(b), kr, vr);
+  for (int64_t p = p0 + warp(b); p < p1; p += warps(b)) {
+    const bool more = p + warps(b) < p1;
+    if (more) load_row(p + warps(b), k_next, v_next);
     EVT_UNROLL
     for (int g = 0; g < kMaxGroup; ++g) {
       if (g < group) {
@@ -66,6 +73,10 @@ EVT_HD void decode_attention_body(const Block& b, const int64_t* tile, const Dev
         for (int j = 0; j < kPer; ++j) acc[g][j] = acc[g][j] * rescale + e * vr[j];
         m[g] = m_new;
       }
+    }
+    if (more) {
+      EVT_UNROLL
+      for (int j = 0; j < kPer; ++j) kr[j] = k_next[j], vr[j] = v_next[j];
     }
   }
 

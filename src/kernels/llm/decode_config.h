@@ -52,9 +52,11 @@ EVT_HD inline const T* weight(const DevBuffer& wtab, int64_t layer, WeightColumn
   return reinterpret_cast<const T*>(static_cast<uintptr_t>(address));
 }
 
-// The cache slot of position `pos` of a sequence whose page list is `pages`.
+// The cache slot of position `pos` of a sequence whose page list is `pages`. Positions and page
+// sizes fit 32 bits, whose division is a few instructions on the GPU (a 64-bit one is a call).
 EVT_HD constexpr int64_t kv_slot(const int32_t* pages, int64_t pos, int64_t page_size) {
-  return static_cast<int64_t>(pages[pos / page_size]) * page_size + pos % page_size;
+  const auto p = static_cast<uint32_t>(pos), n = static_cast<uint32_t>(page_size);
+  return static_cast<int64_t>(pages[p / n]) * page_size + p % n;
 }
 
 // [begin, end) of tile n when `total` items are cut into tiles of `per_tile`.

@@ -161,9 +161,9 @@ EVT_HD void stage_tokens(const Block& b, const GemvInput& in, const GemvPlan& p,
                          int64_t k1) {
   if (in.norm_w != nullptr) {
     // Sum of squares of each row, split over the warps when the tokens are fewer.
-    const int64_t parts = max_of<int64_t>(1, warps(b) / count);
+    const auto parts = static_cast<int32_t>(max_of<int64_t>(1, warps(b) / count));
     const int64_t per = ((in.norm_len + parts - 1) / parts + 7) / 8 * 8;
-    for (int64_t i = warp(b); i < count * parts; i += warps(b)) {
+    for (int32_t i = warp(b); i < count * parts; i += warps(b)) {
       const float* row = in.row(c0 + i / parts);
       const int64_t s1 = min_of<int64_t>(in.norm_len, (i % parts + 1) * per);
       double sum = 0;
@@ -183,9 +183,11 @@ EVT_HD void stage_tokens(const Block& b, const GemvInput& in, const GemvPlan& p,
     }
     b.sync();
   }
-  const int64_t octets = p.kblocks * kTileCols / 8;
-  for (int64_t i = b.thread(); i < count * octets; i += b.threads()) {
-    const int64_t t = i / octets, k = k0 + 8 * (i % octets);
+  // 32-bit indices: a 64-bit division is a subroutine call on the GPU.
+  const auto octets = static_cast<int32_t>(p.kblocks * kTileCols / 8);
+  for (int32_t i = b.thread(); i < count * octets; i += b.threads()) {
+    const int32_t t = i / octets;
+    const int64_t k = k0 + 8 * (i % octets);
     float v[8] = {};
     if (k < k1) {
       load8_f32(in.row(c0 + t) + k, v);
@@ -366,14 +368,15 @@ EVT_HD void gemv_run(const Block& b, const Job& j) {
     // (token, output) pairs, outputs fastest so that the epilogue's stores are contiguous. Group
     // gi's sums are in the slots of warps gi + u * groups (u < P), or of warp gi % W (its
     // (gi / W)-th group), added in that order.
-    for (int64_t e = b.thread(); e < count * j.groups * outs; e += b.threads()) {
-      const int64_t t = e / (j.groups * outs), gi = e % (j.groups * outs) / outs, o = e % outs;
+    const auto per_token = static_cast<int32_t>(j.groups * outs);
+    for (int32_t e = b.thread(); e < count * per_token; e += b.threads()) {
+      const int32_t t = e / per_token, gi = e % per_token / outs, o = e % outs;
       const int64_t n = (j.g0 + gi) * outs + o;
       if (n >= j.outputs) continue;
       float v[kRows] = {};
       for (int u = 0; u < p.per_group; ++u) {
         const float* slot = j.groups <= p.warps ? gemv_slot(p, static_cast<int>(gi + u * j.groups), 0)
-                                                : gemv_slot(p, static_cast<int>(gi % p.warps), static_cast<int>(gi / p.warps));
+                                                : gemv_slot(p, gi % p.warps, gi / p.warps);
         for (int r = 0; r < kRows; ++r) v[r] += slot[(o + r * outs) * kPassTokens + t];
       }
       j.epi(c0 + t, n, v);
