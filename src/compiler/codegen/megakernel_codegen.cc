@@ -59,6 +59,7 @@ class Emitter {
   Status static_order();
   void emit_prelude();
   void emit_shapes();
+  void emit_views();
   void emit_group_geometry();
   void emit_events();
   void emit_releases();
@@ -106,6 +107,13 @@ class Emitter {
   std::string event_ref(int e) const;
   std::string buffer_ref(int b) const;
   std::string group_ref(int g) const { return refs_ ? "r.group" : std::to_string(g); }
+  // Params::views holds each group's reads then writes, group after group.
+  int64_t view_offset(size_t gi) const {
+    int64_t at = 0;
+    for (size_t k = 0; k < gi; ++k) at += static_cast<int64_t>(g_.groups[k].reads.size() + g_.groups[k].writes.size());
+    return at;
+  }
+  int64_t total_views() const { return view_offset(g_.groups.size()); }
   // One group's wait, body, prologue and notify, with "@K@" where its class id goes.
   void emit_group_code(size_t gi);
 
@@ -492,6 +500,9 @@ void Emitter::emit_prelude() {
   line(fmt::format("uint64_t* targets[{}];   // per run-time-count event: count + 1 once set; else null", std::max<size_t>(1, g_.events.size())));
   line(fmt::format("uint64_t wait_count[{}];  // per event with a closed-form count, for this binding", std::max<size_t>(1, g_.events.size())));
   line(fmt::format("uint64_t* started[{}];   // early push: producers started per element; null when off", std::max<size_t>(1, g_.events.size())));
+  line("// Per group, copies of its reads then its writes (set_views, before each launch): a body gets");
+  line("// its buffers in place, rather than as an array built on the stack for every task.");
+  line(fmt::format("DevBuffer views[{}];", std::max<int64_t>(1, total_views())));
   close("};");
   line("");
   line("// What one group's code refers to: class code reads its events and buffers from here.");
@@ -499,8 +510,22 @@ void Emitter::emit_prelude() {
   line("int group, cls;");
   line(fmt::format("int event[{}];   // unused entries are -1", max_refs_.events.size()));
   line(fmt::format("int buffer[{}];", max_refs_.buffers.size()));
+  line("int views;      // the group's first entry in Params::views");
   close("};");
   line("");
+}
+
+void Emitter::emit_views() {
+  line("// Each group's views of its buffers, from the buffers (shapes and data pointers).");
+  open("EVT_HD inline void set_views(Params& p) {");
+  line("(void)p;");
+  int64_t at = 0;
+  for (const ir::TaskGroup& group : g_.groups) {
+    for (const auto* names : {&group.reads, &group.writes}) {
+      for (const std::string& n : *names) line(fmt::format("p.views[{}] = p.buffers[{}];", at++, g_.buffer_index(n)));
+    }
+  }
+  close();
 }
 
 void Emitter::emit_shapes() {
@@ -1119,11 +1144,8 @@ void Emitter::emit_group_code(size_t gi) {
 
   // Body (every thread of the block), and the prologue (every thread, before the waits), which
   // loads what no awaited event guards.
-  auto views = [&](const std::vector<std::string>& names) {
-    std::string v;
-    for (const auto& n : names) v += fmt::format("p.buffers[{}], ", buffer_ref(g_.buffer_index(n)));
-    return v.empty() ? std::string("DevBuffer{}") : v;
-  };
+  const std::string views = fmt::format("const DevBuffer* reads = p.views + r.views; const DevBuffer* writes = reads + {};",
+                                        group.reads.size());
   auto call = [&](const char* what, const std::string& function) {
     line("template <class W, mk::Schedule kS>");
     open(fmt::format("EVT_HD inline void {}_class_@K@(W& w, const Params& p, const mk::LaunchArgs& a, const GroupRef& r, "
@@ -1132,8 +1154,7 @@ void Emitter::emit_group_code(size_t gi) {
     if (function.empty()) {
       line("(void)w; (void)p; (void)a; (void)r; (void)t;");
     } else {
-      line(fmt::format("const DevBuffer reads[] = {{{}}};", views(group.reads)));
-      line(fmt::format("const DevBuffer writes[] = {{{}}};", views(group.writes)));
+      line(views);
       line(fmt::format("{}(Block@K@<W, kS>{{w, p, a, r}}, t, reads, writes);", function));
     }
     close();
@@ -1149,8 +1170,7 @@ void Emitter::emit_group_code(size_t gi) {
     line("(void)w; (void)p; (void)a; (void)r; (void)t;");
     line("return kernels::WeightStream{};");
   } else {
-    line(fmt::format("const DevBuffer reads[] = {{{}}};", views(group.reads)));
-    line(fmt::format("const DevBuffer writes[] = {{{}}};", views(group.writes)));
+    line(views);
     line(fmt::format("return {}(Block@K@<W, kS>{{w, p, a, r}}, t, reads, writes);", fn->device_stream));
   }
   close();
@@ -1199,11 +1219,11 @@ void Emitter::emit_dispatch_and_loops() {
       for (size_t k = 0; k < n; ++k) s += fmt::format("{}{}", k ? ", " : "", k < v.size() ? v[k] : -1);
       return s;
     };
-    line(fmt::format("case {}: return GroupRef{{{}, {}, {{{}}}, {{{}}}}};", gi, gi, class_of_[gi],
+    line(fmt::format("case {}: return GroupRef{{{}, {}, {{{}}}, {{{}}}, {}}};", gi, gi, class_of_[gi],
                      list(group_refs_[gi].events, max_refs_.events.size()),
-                     list(group_refs_[gi].buffers, max_refs_.buffers.size())));
+                     list(group_refs_[gi].buffers, max_refs_.buffers.size()), view_offset(gi)));
   }
-  line("default: return GroupRef{-1, -1, {}, {}};");
+  line("default: return GroupRef{-1, -1, {}, {}, 0};");
   close();
   close();
   line("// One dispatch over classes of task groups.");
@@ -1449,6 +1469,7 @@ struct Megakernel {
   static bool runtime_count(int e) { return kRuntimeCount[e]; }
   static bool early_pushable(int e) { return kEarlyPushable[e]; }
   static void shapes(Params& p) { set_shapes(p); }
+  static void views(Params& p) { set_views(p); }
   static int64_t elements(const Params& p, int e) { return event_elements(p, e); }
   static int64_t tasks(const Params& p) { return total_tasks(p); }
   static int64_t target(const Params& p, int e) { return event_target(p, e); }
@@ -1504,6 +1525,7 @@ Expected<std::string> Emitter::run() {
   out_.clear();
   indent_ = 1;
   emit_shapes();
+  emit_views();
   emit_group_geometry();
   emit_releases();
   EVT_RETURN_IF_ERROR(emit_fires());

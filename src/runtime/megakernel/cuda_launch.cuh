@@ -76,8 +76,10 @@ int layout_shared_memory(LaunchArgs& a) {
 }
 
 template <class MK>
-cudaError_t CudaLaunch<MK>::launch(const typename MK::ParamsType& p, const LaunchArgs& args, int blocks,
+cudaError_t CudaLaunch<MK>::launch(const typename MK::ParamsType& params, const LaunchArgs& args, int blocks,
                                    Schedule schedule, cudaStream_t stream) {
+  typename MK::ParamsType p = params;
+  MK::views(p);
   LaunchArgs a = args;
   const int smem = layout_shared_memory<MK>(a);
   if (MK::has_streams && a.ring_stages < 1) return cudaErrorInvalidValue;
@@ -94,8 +96,10 @@ cudaError_t CudaLaunch<MK>::launch(const typename MK::ParamsType& p, const Launc
 }
 
 template <class MK>
-cudaError_t CudaLaunch<MK>::launch_kernel(const typename MK::ParamsType& p, const LaunchArgs& args, int64_t k,
+cudaError_t CudaLaunch<MK>::launch_kernel(const typename MK::ParamsType& params, const LaunchArgs& args, int64_t k,
                                           int blocks, cudaStream_t stream) {
+  typename MK::ParamsType p = params;
+  MK::views(p);
   LaunchArgs a = args;
   const int smem = layout_shared_memory<MK>(a);
   if (MK::has_streams && a.ring_stages < 1) return cudaErrorInvalidValue;

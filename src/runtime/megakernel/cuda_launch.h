@@ -31,6 +31,8 @@ struct CudaLaunch {
   static constexpr int kScratchBytes = LaunchShape<MK>::kScratchBytes;
   // The weight ring takes what the scratch leaves, so a block with streams may use it all.
   static constexpr int kDynamicBytes = MK::has_streams ? kSharedMemoryLimit : kScratchBytes;
+  // The kernel's arguments must fit the 32 KiB a launch passes (sm_70 and later).
+  static_assert(sizeof(typename MK::ParamsType) + sizeof(LaunchArgs) + 8 <= 32764, "the megakernel's Params are too large");
   // How many blocks of the kernel fit on one SM at once (co-residency bound of the grid).
   static cudaError_t blocks_per_sm(int* blocks);
   // The megakernel under a schedule other than kKernels.

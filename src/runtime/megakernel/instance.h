@@ -172,6 +172,7 @@ class CpuMegakernel {
   Status run(ParamsOf<MK> p, const Options& o) {
     EVT_RETURN_IF_ERROR(check_schedule<MK>(o.schedule, o.early_push));
     if (o.workers < 1) return error("need at least one worker, got {}", o.workers);
+    MK::views(p);
     const Footprint<MK> f(p);
     // Both arenas hold any binding seen so far; growing zeroes them, as a finished launch would.
     if (words_ < f.words) {
