@@ -19,6 +19,8 @@ EVT_HD void attention_merge_body(const Block& b, const int64_t* tile, const DevB
   const auto t = static_cast<int32_t>(tile[1]);
   const auto splits = static_cast<int32_t>(reads[0].dim(0)), tokens = static_cast<int32_t>(reads[0].dim(1));
   const auto heads = static_cast<int32_t>(reads[0].dim(2)), d = static_cast<int32_t>(reads[0].dim(3));
+  constexpr int kMaxPer = 4;  // a lane's dims in flight together (all of a 128-dim head's)
+  constexpr int kBatch = 8;   // splits whose loads are in flight together
   const float* o = reads[0].as<const float>();
   const float* ml = reads[1].as<const float>();
   float* weight = reinterpret_cast<float*>(b.scratch().data) + warp(b) * splits;
@@ -36,12 +38,36 @@ EVT_HD void attention_merge_body(const Block& b, const int64_t* tile, const DevB
     }
     den = warp_sum(den);
     warp_sync();
-    for (int32_t i = lane(b); i < d; i += lanes()) {
-      float num = 0;
-      for (int32_t s = 0; s < splits; ++s) {
-        if (weight[s] != 0) num += weight[s] * o[((static_cast<int64_t>(s) * tokens + t) * heads + hq) * d + i];
+    // Each lane adds up its dims (lane, lane + 32, ...; kMaxPer at a time) over the splits, kBatch
+    // splits at a time with every load of a batch issued before the first sum: o_part sits in L2
+    // (other SMs wrote it), and one split after the other would pay its latency splits x dims times.
+    const float* head_o = o + (static_cast<int64_t>(t) * heads + hq) * d;
+    float* out = writes[0].as<float>() + (static_cast<int64_t>(t) * heads + hq) * d;
+    const int64_t split_stride = static_cast<int64_t>(tokens) * heads * d;
+    for (int32_t i0 = lane(b); i0 < d; i0 += lanes() * kMaxPer) {
+      float num[kMaxPer] = {};
+      for (int32_t s0 = 0; s0 < splits; s0 += kBatch) {
+        float v[kBatch][kMaxPer];
+        EVT_UNROLL
+        for (int u = 0; u < kBatch; ++u) {
+          EVT_UNROLL
+          for (int j = 0; j < kMaxPer; ++j) {
+            const int32_t i = i0 + j * lanes();
+            v[u][j] = s0 + u < splits && i < d ? head_o[(s0 + u) * split_stride + i] : 0.0f;
+          }
+        }
+        EVT_UNROLL
+        for (int u = 0; u < kBatch; ++u) {
+          const float w = s0 + u < splits ? weight[s0 + u] : 0.0f;
+          EVT_UNROLL
+          for (int j = 0; j < kMaxPer; ++j) num[j] += w != 0 ? w * v[u][j] : 0.0f;  // an empty split's v may be NaN
+        }
       }
-      writes[0].as<float>()[(static_cast<int64_t>(t) * heads + hq) * d + i] = den > 0 ? num / den : 0.0f;
+      EVT_UNROLL
+      for (int j = 0; j < kMaxPer; ++j) {
+        const int32_t i = i0 + j * lanes();
+        if (i < d) out[i] = den > 0 ? num[j] / den : 0.0f;
+      }
     }
     warp_sync();  // every lane read the weights before the next head's are written
   }
