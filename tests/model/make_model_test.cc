@@ -65,7 +65,7 @@ TEST(MakeModel, TinyModelsLoadBack) {
         EXPECT_TRUE(std::all_of(norm->values.begin(), norm->values.end(), [](uint16_t v) { return v == 0x3f80; }))
             << norm->name;
       }
-      EXPECT_EQ(l.q_norm.has_value(), arch == Architecture::kQwen3);
+      EXPECT_EQ(l.q_norm.has_value(), arch != Architecture::kLlama);
     }
     // Matrices: mean 0 and standard deviation 0.02, within what 19200 draws allow.
     double sum = 0, sum_sq = 0;
@@ -179,8 +179,9 @@ TEST(Presets, ShortNamesAndArchitecture) {
     auto full = preset_config(name);
     ASSERT_TRUE(full.ok()) << full.status().message();
     EXPECT_TRUE(validate_config(*full, name).ok());
-    EXPECT_EQ(full->qk_norm, full->architecture == Architecture::kQwen3);
-    const std::string prefix = std::string(architecture_name(full->architecture)) + "-";
+    EXPECT_EQ(full->qk_norm, full->architecture != Architecture::kLlama);
+    EXPECT_EQ(full->moe.has_value(), full->architecture == Architecture::kQwen3Moe);
+    const std::string prefix = std::string(architecture_family(full->architecture)) + "-";
     ASSERT_TRUE(name.starts_with(prefix));
     // Without the prefix, with and without --arch.
     auto short_name = preset_config(name.substr(prefix.size()));
