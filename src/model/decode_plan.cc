@@ -6,6 +6,7 @@
 #include "kernels/llm/decode_attention.h"
 #include "kernels/llm/gemv.h"
 #include "kernels/llm/sample.h"
+#include "model/moe_graph.h"
 #include "util/int_math.h"
 
 namespace evt::model {
@@ -31,6 +32,9 @@ Status check_decodable(const ModelConfig& c) {
     return error("hidden_size {} and intermediate_size {} must be multiples of 8", c.hidden_size,
                  c.intermediate_size);
   }
+  if (c.moe && c.moe->moe_intermediate_size % 8 != 0) {
+    return error("moe_intermediate_size {} must be a multiple of 8", c.moe->moe_intermediate_size);
+  }
   // The widest projection input must fit one token's staged row in the GPU block's scratch.
   const int64_t widest = std::max({c.hidden_size, c.intermediate_size, c.num_heads * c.head_dim});
   if (kernels::llm::gemv_min_scratch(widest, kMaxTileGroups, kernels::llm::kDecodeThreads / 32) >
@@ -39,6 +43,13 @@ Status check_decodable(const ModelConfig& c) {
                  kernels::llm::kDecodeScratchBytes);
   }
   return Status();
+}
+
+Status check_cuda_decodable(const ModelConfig& c, std::string_view model) {
+  if (!c.has_moe_layers()) return Status();
+  return error("{}: {} ({} experts, top-{}) is a mixture-of-experts model, which runs on the CPU backend only for "
+               "now (--device cpu --exec reference): its MoE tile functions have no CUDA bodies yet",
+               model, hf_architecture_name(c.architecture), c.moe->num_experts, c.moe->num_experts_per_tok);
 }
 
 namespace {
@@ -200,6 +211,14 @@ Expected<StepPlan> plan_step(const ModelConfig& c, const Tiling& tiling, const K
   cfg[llm::kCfgHeads] = static_cast<int32_t>(c.num_heads);
   cfg[llm::kCfgKvHeads] = static_cast<int32_t>(c.num_kv_heads);
   cfg[llm::kCfgHeadDim] = static_cast<int32_t>(c.head_dim);
+  if (const auto& m = c.moe; m && c.has_moe_layers()) {
+    bind_moe_dims(c, plan.dims);
+    cfg[llm::kCfgMoeDenseInter] = static_cast<int32_t>(c.intermediate_size);
+    cfg[llm::kCfgMoeNormTopk] = m->norm_topk_prob ? 1 : 0;
+    cfg[llm::kCfgMoeInter] = static_cast<int32_t>(m->moe_intermediate_size);
+    cfg[llm::kCfgMoeTopK] = static_cast<int32_t>(m->num_experts_per_tok);
+    cfg[llm::kCfgMoeExperts] = static_cast<int32_t>(m->num_experts);
+  }
   return plan;
 }
 

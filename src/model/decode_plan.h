@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kernels/llm/decode_config.h"
@@ -88,5 +89,9 @@ bool decode_head_dim_supported(int64_t head_dim);
 // kernels::llm::kMaxGroup query heads per KV head, and sizes that are multiples of 8 (16-byte
 // weight loads).
 Status check_decodable(const ModelConfig& config);
+
+// What the CUDA backend adds: the dense decode megakernel only. A model with sparse MoE layers
+// is refused (naming `model`): their tile functions have CPU references but no device bodies yet.
+Status check_cuda_decodable(const ModelConfig& config, std::string_view model);
 
 }  // namespace evt::model
