@@ -7,11 +7,10 @@
 //   reads (cfg, wtab, x_mid: T x H f32), writes (act: T x XA f32, route_ids: T x XK i32,
 //   route_w: T x XK f32); slots past the layer's top-k get id -1 and weight 0.
 
-#include <algorithm>
 #include <cmath>
-#include <numeric>
 
 #include "kernels/llm/moe_layout.h"
+#include "kernels/llm/moe_reference.h"
 #include "kernels/llm/reference_math.h"
 #include "kernels/registry.h"
 #include "util/check.h"
@@ -19,37 +18,12 @@
 namespace evt::kernels::llm {
 namespace {
 
-struct Route {
-  int64_t expert;
-  double weight;
-};
-
-// transformers' Qwen3MoeTopKRouter: softmax over the router logits, the top_k most probable
-// experts, their probabilities renormalized to sum to 1 when norm_topk_prob. Computed in double
-// (like the other references) from the bf16-rounded input every projection takes. Equal
-// probabilities go to the lower expert index; torch.topk leaves their order unspecified (on the
-// CPU it is not by index), and with real-valued logits an exact tie does not happen in practice.
-std::vector<Route> route(const LayerMlp& m, const std::vector<double>& xn, int64_t hidden, bool norm_topk_prob) {
+// The router's logits for one token, from the bf16-rounded input every projection takes.
+std::vector<double> router_logits(const LayerMlp& m, const std::vector<double>& xn, int64_t hidden) {
   const TiledMatrix router = ref_tiled(m.router, m.experts);
-  std::vector<double> prob(static_cast<size_t>(m.experts));
-  for (int64_t e = 0; e < m.experts; ++e) prob[e] = ref_dot(router, e, 0, hidden, xn.data());
-  const double top = *std::max_element(prob.begin(), prob.end());
-  double sum = 0;
-  for (double& p : prob) sum += (p = std::exp(p - top));
-  for (double& p : prob) p /= sum;
-  std::vector<int64_t> order(prob.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return prob[a] > prob[b]; });
-  std::vector<Route> chosen;
-  double chosen_sum = 0;
-  for (int64_t s = 0; s < m.top_k; ++s) {
-    chosen.push_back({order[s], prob[order[s]]});
-    chosen_sum += prob[order[s]];
-  }
-  if (norm_topk_prob) {
-    for (Route& r : chosen) r.weight /= chosen_sum;
-  }
-  return chosen;
+  std::vector<double> logits(static_cast<size_t>(m.experts));
+  for (int64_t e = 0; e < m.experts; ++e) logits[e] = ref_dot(router, e, 0, hidden, xn.data());
+  return logits;
 }
 
 void moe_gate_up_reference(const TileArgs& a) {
@@ -61,8 +35,9 @@ void moe_gate_up_reference(const TileArgs& a) {
       << "layer " << l << ": " << m.top_k << " experts of " << m.inter << " do not fit act rows of " << width;
   const std::vector<double> xn = ref_rmsnorm(x_mid.as<const float>() + t * hidden, hidden,
                                              ref_weight<uint16_t>(wtab, l, kWpostNorm), cfg_eps(cfg));
-  const std::vector<Route> chosen =
-      m.sparse() ? route(m, xn, hidden, cfg_at(cfg, kCfgMoeNormTopk) != 0) : std::vector<Route>{{0, 1.0}};
+  const std::vector<RefRoute> chosen =
+      m.sparse() ? ref_route(router_logits(m, xn, hidden).data(), m.experts, m.top_k, cfg_at(cfg, kCfgMoeNormTopk) != 0)
+                 : std::vector<RefRoute>{{0, 1.0}};
   for (int64_t s = 0; s < slots; ++s) {
     const bool used = s < static_cast<int64_t>(chosen.size());
     ids.as<int32_t>()[t * slots + s] = used ? static_cast<int32_t>(chosen[s].expert) : -1;
