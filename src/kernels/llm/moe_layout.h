@@ -17,6 +17,10 @@
 
 namespace evt::kernels::llm {
 
+// The most experts a sparse layer may have: moe_plan's body counts them in registers' worth of
+// local arrays (Qwen3-MoE models have 128).
+inline constexpr int64_t kMaxMoeExperts = 256;
+
 // bf16 values one expert's tiled rows x cols matrix takes: the step from an expert to the next.
 EVT_HD inline int64_t expert_stride(int64_t rows, int64_t cols) { return tiled_shape(rows, cols).bytes() / 2; }
 
