@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "kernels/llm/decode_config.h"
-#include "kernels/llm/moe_combine.h"
+#include "kernels/llm/moe_combine_residual.h"
 #include "kernels/llm/moe_expert_down.h"
 #include "kernels/llm/moe_expert_gate_up.h"
 #include "kernels/llm/moe_layout.h"
@@ -223,7 +223,7 @@ TEST_F(MoeBlock, BodiesMatchReferencesStageByStage) {
                       {"cfg", "wtab", "x_mid", "exp_indptr", "perm", "gu_ptr"}, {"act_s"}};
   const Stage down{"moe_expert_down", body_fn<&moe_expert_down_body<SerialBlock>, 6, 1>(),
                    {"cfg", "wtab", "act_s", "exp_indptr", "sorted_w", "dn_ptr"}, {"y_s"}};
-  const Stage combine{"moe_combine", body_fn<&moe_combine_body<SerialBlock>, 4, 1>(), {"cfg", "y_s", "pos", "x_mid"},
+  const Stage combine{"moe_combine_residual", body_fn<&moe_combine_residual_body<SerialBlock>, 4, 1>(), {"cfg", "y_s", "pos", "x_mid"},
                       {"x"}};
   for (int64_t l : {0, 1}) {
     check_stage(router, l, 1, 1e-4);
@@ -285,7 +285,7 @@ TEST_F(MoeBlock, ChainEqualsPhaseOneBlock) {
         {"exp_indptr", "perm", "sorted_w", "pos", "gu_ptr", "dn_ptr", "tile_expert"}, &counts);
     run(cpu("moe_expert_gate_up"), l, kMaxGu, {"cfg", "wtab", "x_mid", "exp_indptr", "perm", "gu_ptr"}, {"act_s"});
     run(cpu("moe_expert_down"), l, kMaxDn, {"cfg", "wtab", "act_s", "exp_indptr", "sorted_w", "dn_ptr"}, {"y_s"});
-    run(cpu("moe_combine"), l, kNH, {"cfg", "y_s", "pos", "x_mid"}, {"x"});
+    run(cpu("moe_combine_residual"), l, kNH, {"cfg", "y_s", "pos", "x_mid"}, {"x"});
 
     run(cpu("moe_gate_up"), l, kT, {"cfg", "wtab", "x_mid"}, {"act", "route_ids", "route_w"});
     // Phase 1 routes from its own logits in double, phase 2 from the float logits buffer.

@@ -2,7 +2,7 @@
 // One routed expert's down tile (docs/moe_decode.md): tile (l, i) belongs to the expert e whose range
 // [dn_ptr[l, e], dn_ptr[l, e+1]) holds i, and writes rows [(i - dn_ptr[l, e]) * rows_h, ...) of
 // y_s[p] = sorted_w[p] * down_e act_s[p] for the expert's sorted rows p. The routing weight is
-// applied here; moe_combine adds each token's slots in order.
+// applied here; moe_combine_residual adds each token's slots in order.
 //   reads (cfg, wtab, act_s: R x XI f32, exp_indptr: XE+1 i32, sorted_w: R f32, dn_ptr: L x XE+1 i32),
 //   writes (y_s: R x H f32)
 

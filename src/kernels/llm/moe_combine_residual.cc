@@ -1,6 +1,6 @@
-// Registry row of the MoE block's combine; the body is in moe_combine.h.
+// Registry row of the MoE block's combine; the body is in moe_combine_residual.h.
 
-#include "kernels/llm/moe_combine.h"
+#include "kernels/llm/moe_combine_residual.h"
 
 #include "kernels/llm/reference_math.h"
 #include "kernels/registry.h"
@@ -26,12 +26,12 @@ void moe_combine_reference(const TileArgs& a) {
 
 }  // namespace
 
-EVT_REGISTER_TILE_FUNCTION(moe_combine, TileFunction{
-    .name = "moe_combine",
+EVT_REGISTER_TILE_FUNCTION(moe_combine_residual, TileFunction{
+    .name = "moe_combine_residual",
     .summary = "residual plus the sum of a token's weighted expert outputs, one row tile, every token",
     .num_reads = 4, .num_writes = 1,
     .cpu = moe_combine_reference,
-    .device_body = "evt::kernels::llm::moe_combine_body", .device_header = "kernels/llm/moe_combine.h",
+    .device_body = "evt::kernels::llm::moe_combine_residual_body", .device_header = "kernels/llm/moe_combine_residual.h",
     .relative_cost = 0.5});
 
 }  // namespace evt::kernels::llm

@@ -10,7 +10,7 @@
 namespace evt::kernels::llm {
 
 template <class Block>
-EVT_HD void moe_combine_body(const Block& b, const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
+EVT_HD void moe_combine_residual_body(const Block& b, const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
   const int32_t* cfg = reads[0].as<const int32_t>();
   const int64_t l = tile[0], tokens = reads[3].dim(0), hidden = reads[3].dim(1), slots = reads[2].dim(1);
   const Range rows = tile_range(tile[1], cfg[kCfgRowsH], hidden);
