@@ -129,6 +129,11 @@ Tiling default_tiling(const ModelConfig& c, int64_t tokens, int64_t longest_cont
   const int64_t splits =
       std::clamp<int64_t>(ceil_div(workers, tokens * c.num_kv_heads), 1, std::max<int64_t>(1, longest_context / 32));
   t.kv_split_len = std::max<int64_t>(1, ceil_div(longest_context, splits));
+  if (c.moe) {
+    // A routed expert's gate/up tiles alone fill the workers: at small batches few experts run.
+    t.rows_e = rows_per_tile(std::max<int64_t>(1, c.moe->num_experts), llm::kTileRows, workers);
+    t.rows_xi = rows_per_tile(std::max(c.intermediate_size, c.moe->moe_intermediate_size), 8, workers);
+  }
   return t;
 }
 
@@ -212,7 +217,9 @@ Expected<StepPlan> plan_step(const ModelConfig& c, const Tiling& tiling, const K
   cfg[llm::kCfgKvHeads] = static_cast<int32_t>(c.num_kv_heads);
   cfg[llm::kCfgHeadDim] = static_cast<int32_t>(c.head_dim);
   if (const auto& m = c.moe; m && c.has_moe_layers()) {
-    bind_moe_dims(c, plan.dims);
+    bind_moe_dims(c, tiling, tokens, plan.dims);
+    cfg[llm::kCfgMoeRowsE] = static_cast<int32_t>(tiling.rows_e);
+    cfg[llm::kCfgMoeRowsXI] = static_cast<int32_t>(tiling.rows_xi);
     cfg[llm::kCfgMoeDenseInter] = static_cast<int32_t>(c.intermediate_size);
     cfg[llm::kCfgMoeNormTopk] = m->norm_topk_prob ? 1 : 0;
     cfg[llm::kCfgMoeInter] = static_cast<int32_t>(m->moe_intermediate_size);

@@ -50,6 +50,8 @@ struct Tiling {
   int64_t rows_v = 256;    // lm_head
   int64_t qkv_splits = 1;  // KQ
   int64_t kv_split_len = 256;
+  int64_t rows_e = 16;     // MoE router (moe_graph.h)
+  int64_t rows_xi = 8;     // MoE expert gate/up: rows of an expert's width
 };
 Tiling default_tiling(const ModelConfig& config, int64_t tokens, int64_t longest_context, int workers);
 

@@ -1,31 +1,28 @@
 #pragma once
-// The decode graph of a Qwen3-MoE model: the dense decode graph (graphs/dense_decode.evt.in)
-// with its MLP groups replaced by the sparse block's. Derived from the dense graph rather than
-// written out again, so embedding, attention, the LM head and sampling stay the dense graph's as
-// it changes. The CPU backend runs it on the CPU executor with the registry's references; its MLP
-// tile functions have no device bodies yet, so no megakernel is generated from it.
-//
-//   gate_up (L, NI) gate_up_silu  ->  (L, T) moe_gate_up: token t's norm, routing and the
-//                                     activations of its experts (kernels/llm/moe_gate_up.cc)
-//   down    (L, NH) down_proj     ->  (L, NH) moe_down: the weighted sum of the experts' down
-//                                     projections plus the residual (kernels/llm/moe_down.cc)
-//
-// New dims: XK (route slots per token: top-k, at least 1) and XA (act values per token: the
-// widest of the dense layers' intermediate size and top-k x moe_intermediate_size). New buffers:
-// route_ids (T, XK) i32 and route_w (T, XK) f32; act becomes (T, XA); ACT awaits the T tokens.
+// The decode graph of a Qwen3-MoE model: the dense decode graph (graphs/dense_decode.evt.in) with
+// its MLP groups (gate_up, down) and their act buffer and ACT event replaced by the sparse block's
+// groups, events and buffers (docs/moe_decode.md): router tiles, a per-token top-k, a per-layer
+// plan that sorts the (token, slot) rows by expert, gate/up and down tiles that each work for
+// one routed expert (found in the plan's tables; the grids are bounded by the experts that can be
+// routed), and a combine that adds the weighted expert outputs to the residual. A dense layer of the model is one expert of weight 1. Derived from the dense graph
+// rather than written out again, so embedding, attention, the LM head and sampling stay the dense
+// graph's as it changes. The CPU backend runs it on the CPU executor with the registry's
+// references; no megakernel is generated from it yet.
 
 #include <map>
 #include <string>
 
 #include "ir/graph.h"
 #include "model/config.h"
+#include "model/decode_plan.h"
 #include "util/status.h"
 
 namespace evt::model {
 
 Expected<ir::Graph> moe_decode_graph(ir::Graph dense);
 
-// The MoE graph's dims for `config` (an MoE config): XK and XA.
-void bind_moe_dims(const ModelConfig& config, std::map<std::string, int64_t>& dims);
+// The MoE graph's dims for `config` (an MoE config), a tiling and a step of `tokens` tokens.
+void bind_moe_dims(const ModelConfig& config, const Tiling& tiling, int64_t tokens,
+                   std::map<std::string, int64_t>& dims);
 
 }  // namespace evt::model

@@ -1,5 +1,5 @@
-// Registry row of the MoE decode graph's second MLP half (model/moe_graph.h), a CPU reference
-// only so far. Tile (l, n) writes rows [n * rows_h, ...) of the next layer's residual stream for
+// The MoE block as one naive reference, second half (registry row, CPU only; see moe_gate_up.cc).
+// Tile (l, n) writes rows [n * rows_h, ...) of the next layer's residual stream for
 // every token: the routing-weighted sum of the chosen experts' down projections plus the residual,
 //   x[(l + 1) % 2][t, r] = x_mid[t, r] + sum_s route_w[t, s] * (down_e[r] . act[t, s * inter ...]),
 // e = route_ids[t, s], slots with id -1 skipped. A dense layer (one expert, weight 1) computes

@@ -1,5 +1,6 @@
-// Registry row of the MoE decode graph's first MLP half (model/moe_graph.h), a CPU reference
-// only so far: the CUDA backend refuses MoE models until the block's tiles have device bodies.
+// The MoE block as one naive reference, first half (registry row, CPU only): the spec the block's
+// tiles (docs/moe_decode.md) are checked against in tests/kernels/moe_block_test.cc, as the MoE
+// fixture ties it to Hugging Face; phase 1's MoE decode graph ran it.
 // Tile (l, t): token t's post-attention RMSNorm, its routing, and the SwiGLU activations of the
 // experts it chose, one after another in its act row:
 //   act[t, s * inter + r] = silu(xn . gate_e[r]) * (xn . up_e[r]) for the expert e in slot s.

@@ -15,7 +15,7 @@ namespace {
 void moe_plan_reference(const TileArgs& a) {
   const BufferView &cfg = a.reads[0], &wtab = a.reads[1], &x_mid = a.reads[2], &ids = a.reads[3], &w = a.reads[4];
   const int64_t l = a.tile[0], tokens = x_mid.dim(0), hidden = x_mid.dim(1), slots = ids.dim(1);
-  const int64_t experts = a.writes[0].dim(0) - 1, max_gu = a.writes[6].dim(1);
+  const int64_t experts = a.writes[0].dim(0) - 1;
   const LayerMlp m = layer_mlp(cfg.as<const int32_t>(), wtab.as<const int64_t>(), l, hidden);
   const int64_t used = m.sparse() ? m.top_k : 1;
   EVT_CHECK(experts <= kMaxMoeExperts && used <= slots) << experts << " experts, top-" << used << " of " << slots;
@@ -47,25 +47,20 @@ void moe_plan_reference(const TileArgs& a) {
   const int64_t gu_tiles = (m.inter + cfg_at(cfg, kCfgMoeRowsXI) - 1) / cfg_at(cfg, kCfgMoeRowsXI);
   const int64_t dn_tiles = (hidden + cfg_at(cfg, kCfgRowsH) - 1) / cfg_at(cfg, kCfgRowsH);
   int32_t *indptr = out(0), *gu = out(4) + l * (experts + 1), *dn = out(5) + l * (experts + 1);
-  int32_t* tile_expert = out(6) + l * max_gu;
-  for (int64_t i = 0; i < max_gu; ++i) tile_expert[i] = -1;
   indptr[0] = gu[0] = dn[0] = 0;
   for (int64_t e = 0; e < experts; ++e) {
     indptr[e + 1] = static_cast<int32_t>(indptr[e] + count[e]);
     gu[e + 1] = static_cast<int32_t>(gu[e] + (count[e] > 0 ? gu_tiles : 0));
     dn[e + 1] = static_cast<int32_t>(dn[e] + (count[e] > 0 ? dn_tiles : 0));
-    for (int32_t i = gu[e]; i < gu[e + 1]; ++i) tile_expert[i] = static_cast<int32_t>(e);
-    a.wait_counts->set_wait_count(0, l * experts + e, gu[e + 1] - gu[e]);
   }
-  a.wait_counts->set_wait_count(1, l, dn[experts]);
 }
 
 }  // namespace
 
 EVT_REGISTER_TILE_FUNCTION(moe_plan, TileFunction{
     .name = "moe_plan",
-    .summary = "MoE bookkeeping of a layer: rows sorted by expert, each routed expert's tiles, run-time wait counts",
-    .num_reads = 5, .num_writes = 7,
+    .summary = "MoE bookkeeping of a layer: the (token, slot) rows sorted by expert, each routed expert's tiles",
+    .num_reads = 5, .num_writes = 6,
     .cpu = moe_plan_reference,
     .device_body = "evt::kernels::llm::moe_plan_body", .device_header = "kernels/llm/moe_plan.h",
     .relative_cost = 1});

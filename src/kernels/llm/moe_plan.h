@@ -1,17 +1,14 @@
 #pragma once
 // The MoE block's bookkeeping for one layer (docs/moe_decode.md), after every token is routed:
-// the (token, slot) rows sorted by expert, which tiles each routed expert gets, and the run-time
-// wait counts of the events those tiles notify. One task per layer, serial.
+// the (token, slot) rows sorted by expert and which tiles each routed expert gets. One task per
+// layer, serial.
 //   reads (cfg, wtab, x_mid: T x H f32 (its shape only), route_ids: T x XK i32, route_w: T x XK f32)
 //   writes (exp_indptr: XE+1 i32   expert e's sorted rows are [exp_indptr[e], exp_indptr[e+1])
 //           perm: R i32            sorted row -> token (-1 past the last)
 //           sorted_w: R f32        sorted row -> its routing weight
 //           pos: T x XK i32        (token, slot) -> sorted row (-1 for an unused slot)
 //           gu_ptr: L x XE+1 i32   layer l's expert e owns gate/up tiles [gu_ptr[l, e], gu_ptr[l, e+1])
-//           dn_ptr: L x XE+1 i32   ... and down tiles [dn_ptr[l, e], dn_ptr[l, e+1])
-//           tile_expert: L x MAXGU i32  the expert of each gate/up tile (-1: none))
-//   sets (ACTX: L x XE, each routed expert's gate/up tile count, 0 for the others;
-//         DONE: L, the layer's down tiles)
+//           dn_ptr: L x XE+1 i32   ... and down tiles [dn_ptr[l, e], dn_ptr[l, e+1]))
 // A dense layer is one expert (0) with every token. A routed expert gets ceil(inter / rows_xi)
 // gate/up tiles and ceil(H / rows_h) down tiles.
 
@@ -29,9 +26,8 @@ EVT_HD void moe_plan_body(const Block& b, const int64_t* tile, const DevBuffer* 
   const float* route_w = reads[4].as<const float>();
   int32_t *indptr = writes[0].as<int32_t>(), *perm = writes[1].as<int32_t>(), *pos = writes[3].as<int32_t>();
   float* sorted_w = writes[2].as<float>();
-  const int64_t width = writes[4].dim(1), max_gu = writes[6].dim(1);
+  const int64_t width = writes[4].dim(1);
   int32_t *gu = writes[4].as<int32_t>() + l * width, *dn = writes[5].as<int32_t>() + l * width;
-  int32_t* tile_expert = writes[6].as<int32_t>() + l * max_gu;
   const LayerMlp m = layer_mlp(cfg, reads[1].as<const int64_t>(), l, hidden);
   const int64_t experts = width - 1, used = m.sparse() ? m.top_k : 1;
   const int64_t gu_tiles = (m.inter + cfg[kCfgMoeRowsXI] - 1) / cfg[kCfgMoeRowsXI];
@@ -45,11 +41,7 @@ EVT_HD void moe_plan_body(const Block& b, const int64_t* tile, const DevBuffer* 
     indptr[e + 1] = indptr[e] + count[e];
     gu[e + 1] = gu[e] + (count[e] > 0 ? static_cast<int32_t>(gu_tiles) : 0);
     dn[e + 1] = dn[e] + (count[e] > 0 ? static_cast<int32_t>(dn_tiles) : 0);
-    for (int32_t i = gu[e]; i < gu[e + 1]; ++i) tile_expert[i] = static_cast<int32_t>(e);
-    b.set_wait_count(0, l * experts + e, gu[e + 1] - gu[e]);
   }
-  b.set_wait_count(1, l, dn[experts]);
-  for (int64_t i = gu[experts]; i < max_gu; ++i) tile_expert[i] = -1;
   for (int64_t p = indptr[experts]; p < tokens * slots; ++p) {
     perm[p] = -1;
     sorted_w[p] = 0;
