@@ -213,5 +213,12 @@ TEST_P(SparseLayer, RoutesAndCombinesAsQwen3Moe) {
 INSTANTIATE_TEST_SUITE_P(NormTopk, SparseLayer, ::testing::Bool(),
                          [](const auto& info) { return info.param ? "renormalized" : "softmax_weights"; });
 
+// Built-in rows may not share a name: a later one would replace the earlier, as this branch's
+// first moe_combine did examples/moe_routed.evt's.
+TEST(RegistryDeathTest, SecondBuiltinOfTheSameNameAborts) {
+  EXPECT_DEATH(Registry::register_builtin(TileFunction{.name = "moe_down", .cpu = nullptr}),
+               "two built-in tile functions are named moe_down");
+}
+
 }  // namespace
 }  // namespace evt::kernels::llm
