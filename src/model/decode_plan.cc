@@ -5,6 +5,7 @@
 
 #include "kernels/llm/decode_attention.h"
 #include "kernels/llm/gemv.h"
+#include "kernels/llm/moe_layout.h"
 #include "kernels/llm/sample.h"
 #include "model/moe_graph.h"
 #include "util/int_math.h"
@@ -34,6 +35,10 @@ Status check_decodable(const ModelConfig& c) {
   }
   if (c.moe && c.moe->moe_intermediate_size % 8 != 0) {
     return error("moe_intermediate_size {} must be a multiple of 8", c.moe->moe_intermediate_size);
+  }
+  if (c.moe && c.moe->num_experts > kernels::llm::kMaxMoeExperts) {
+    return error("{} experts per layer: the MoE tile functions take at most {}", c.moe->num_experts,
+                 kernels::llm::kMaxMoeExperts);
   }
   // The widest projection input must fit one token's staged row in the GPU block's scratch.
   const int64_t widest = std::max({c.hidden_size, c.intermediate_size, c.num_heads * c.head_dim});

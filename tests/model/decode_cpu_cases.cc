@@ -42,6 +42,9 @@ TEST(MoeBackends, MegakernelModesAndCudaRefuseMoe) {
   EXPECT_EQ(check_cuda_decodable((*model)->config, "models/moe").message(),
             "models/moe: Qwen3MoeForCausalLM (8 experts, top-2) is a mixture-of-experts model, which runs on the CPU "
             "backend only for now (--device cpu --exec reference): its MoE tile functions have no CUDA bodies yet");
+  ModelConfig many = (*model)->config;
+  many.moe->num_experts = 257;
+  EXPECT_EQ(check_decodable(many).message(), "257 experts per layer: the MoE tile functions take at most 256");
   // Without sparse layers (no experts) a Qwen3-MoE config is a dense model, which the CUDA backend runs.
   ModelConfig dense = (*model)->config;
   dense.moe->num_experts = 0;
