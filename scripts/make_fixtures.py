@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Make the model fixtures under tests/fixtures/: tiny random Qwen3 / Llama models and HF's answers.
+"""Make the model fixtures under tests/fixtures/: tiny random Qwen3 (dense and MoE) / Llama models and HF's answers.
 
 What
     For each fixture in FIXTURES below, this writes tests/fixtures/<name>/ with
@@ -32,6 +32,9 @@ Why
         run gives the same tokens. That is the ONLY selection criterion: seeds and prompts are NOT chosen
         by looking at any result of our engine (there was none when this was written). The prompts are
         drawn once with a fixed seed and never re-drawn.
+      * for an MoE fixture the seed must also give HF's bf16 run the same experts as the float32 run for
+        every token of every sparse layer (teacher-forced on the greedy sequences): a routing near-tie would
+        let any port's rounding pick another expert and move the logits by more than rounding does.
 
 How
     python3 -m venv /work/venv-hf && /work/venv-hf/bin/pip install torch transformers safetensors numpy
@@ -54,7 +57,7 @@ import torch
 import transformers
 from safetensors.torch import load_file, save_file
 from transformers import (AutoModelForCausalLM, GenerationConfig, LlamaConfig, LlamaForCausalLM, Qwen3Config,
-                          Qwen3ForCausalLM)
+                          Qwen3ForCausalLM, Qwen3MoeConfig, Qwen3MoeForCausalLM)
 
 NEW_TOKENS = 32          # greedy continuation length
 LOGIT_STEPS = 5          # logits recorded: the prefill's last position + 4 decode steps
@@ -126,11 +129,37 @@ FIXTURES = {
         # bigram 0.03) untied random models gave near-ties (min margin 0.001-0.03) in a first look at seeds 0-2.
         init=dict(linear_gain=0.5, embed_std=1.0, lm_head_std=0.2, norm_jitter=0.1, bigram=0.1),
     ),
+    # Small enough to commit (under 1 MB): hidden 64, 2 heads / 1 kv head of 64. Layers 1 and 3 are sparse
+    # (8 experts of 32, top 2, renormalized as Qwen3-30B-A3B does); layers 0 and 2 are dense (mlp_only_layers).
+    # embed_std 0.5: with hidden 64, qwen3-tiny's 0.25 left near-ties (min margin 0.01 at seed 0). router_gain 2:
+    # routing that depends on the token; whether HF's bf16 run routes as float32 does is then part of the criterion.
+    "qwen3-moe-tiny": dict(
+        cls=Qwen3MoeForCausalLM,
+        config=Qwen3MoeConfig(
+            **{**COMMON, "num_attention_heads": 2, "num_key_value_heads": 1},
+            hidden_size=64,
+            head_dim=64,
+            intermediate_size=128,
+            moe_intermediate_size=32,
+            num_experts=8,
+            num_experts_per_tok=2,
+            norm_topk_prob=True,
+            decoder_sparse_step=1,
+            mlp_only_layers=[0, 2],
+            tie_word_embeddings=True,
+            rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
+            rms_norm_eps=1e-6,
+            use_sliding_window=False,
+        ),
+        init=dict(linear_gain=0.5, embed_std=0.5, lm_head_std=None, norm_jitter=0.1, router_gain=2.0),
+    ),
 }
 
 
-def init_params(model, seed, linear_gain, embed_std, lm_head_std, norm_jitter, bigram=0.0):
-    """Our own init, independent of HF's _init_weights. Linear [out, in]: N(0, (gain/sqrt(in))^2).
+def init_params(model, seed, linear_gain, embed_std, lm_head_std, norm_jitter, bigram=0.0, router_gain=None):
+    """Our own init, independent of HF's _init_weights. Linear [out, in]: N(0, (gain/sqrt(in))^2); the experts of
+    an MoE block (transformers 5.x holds them as [experts, out, in]) the same per expert; the MoE router
+    (mlp.gate.weight) with router_gain, large enough that routing is decisive rather than near-tied.
     Embedding: N(0, embed_std^2). Untied lm_head: N(0, lm_head_std^2) + bigram * embed[perm^-1], i.e. a random
     "next token = perm(this token)" bigram the layers then perturb (it gives untied random models confident,
     non-repeating continuations). RMSNorm weights: 1 + N(0, jitter^2).
@@ -149,8 +178,10 @@ def init_params(model, seed, linear_gain, embed_std, lm_head_std, norm_jitter, b
                     perm = torch.randperm(p.shape[0], generator=g)  # token x -> perm[x]
                     v[perm] += bigram * model.model.embed_tokens.weight.detach()
                     model.bigram_perm = perm.tolist()
-            elif p.dim() == 2:
-                v = (linear_gain / math.sqrt(p.shape[1])) * torch.randn(p.shape, generator=g)
+            elif name.endswith("mlp.gate.weight") and router_gain is not None:
+                v = (router_gain / math.sqrt(p.shape[1])) * torch.randn(p.shape, generator=g)
+            elif p.dim() in (2, 3):
+                v = (linear_gain / math.sqrt(p.shape[-1])) * torch.randn(p.shape, generator=g)
             else:
                 raise ValueError(f"no init rule for {name} {tuple(p.shape)}")
             p.copy_(v.to(torch.bfloat16).to(torch.float32))
@@ -203,6 +234,22 @@ def teacher_forced(model, seq):
     return model(ids, attention_mask=torch.ones_like(ids)).logits[0].to(torch.float32)
 
 
+@torch.no_grad()
+def routed_experts(model, seq):
+    """The experts each sparse layer's router picks for each token of seq, teacher-forced: {layer: [T, top_k]},
+    as sets per token (the order within a token's top-k does not change the block's sum). Empty for a dense model."""
+    picks, hooks = {}, []
+    for i, layer in enumerate(model.model.layers):
+        router = getattr(layer.mlp, "gate", None)
+        if router is not None and hasattr(router, "top_k"):
+            hooks.append(router.register_forward_hook(
+                lambda _m, _inp, out, i=i: picks.__setitem__(i, [sorted(r) for r in out[2].tolist()])))
+    teacher_forced(model, seq)
+    for h in hooks:
+        h.remove()
+    return picks
+
+
 def prompts_for(index):
     rng = np.random.default_rng(PROMPT_SEED + index)
     return [rng.integers(0, 1024, size=n).tolist() for n in PROMPT_LENGTHS]
@@ -219,8 +266,9 @@ def evaluate(spec, seed, prompts):
     # (bf16 logit of the float32 top1 minus the bf16 max over the other tokens); and free-running bf16 greedy.
     m16 = params_to_bf16(make_model(spec, seed))
     assert m16.model.rotary_emb.inv_freq.dtype == torch.float32
-    err, gap_err, bf16_same = 0.0, 0.0, True
+    err, gap_err, bf16_same, routing_same = 0.0, 0.0, True, True
     for p, (new, lg) in zip(prompts, runs):
+        routing_same &= routed_experts(model, p + new) == routed_experts(m16, p + new)
         b = teacher_forced(m16, p + new)[len(p) - 1:-1]
         err = max(err, (lg - b).abs().max().item())
         top1 = lg.argmax(-1, keepdim=True)
@@ -231,8 +279,8 @@ def evaluate(spec, seed, prompts):
     min_m = min(all_m)
     atol = tolerance(err)
     res = dict(seed=seed, model=model, runs=runs, min_margin=min_m, bf16_err=err, bf16_gap_err=gap_err,
-               bf16_same=bf16_same, finite=finite, atol=atol)
-    res["ok"] = bool(finite and bf16_same and min_m >= MIN_MARGIN and min_m >= MARGIN_FACTOR * gap_err
+               bf16_same=bf16_same, routing_same=routing_same, finite=finite, atol=atol)
+    res["ok"] = bool(finite and bf16_same and routing_same and min_m >= MIN_MARGIN and min_m >= MARGIN_FACTOR * gap_err
                      and min_m > 2 * atol)
     return res
 
@@ -286,12 +334,13 @@ ACT_DOC = {
 def write_fixture(out_dir, name, index, spec):
     prompts = prompts_for(index)
     print(f"[{name}] searching seeds from 0 (criterion: min margin >= {MIN_MARGIN}, >= {MARGIN_FACTOR} x HF-bf16 "
-          f"margin error, > 2 x tolerance; HF bf16 greedy identical)", flush=True)
+          f"margin error, > 2 x tolerance; HF bf16 greedy identical; MoE: HF bf16 routing identical)", flush=True)
     for seed in range(MAX_SEED_TRIES):
         res = evaluate(spec, seed, prompts)
         print(f"[{name}]   seed {seed}: min margin {res['min_margin']:.4f}, bf16 err {res['bf16_err']:.4f}, "
               f"bf16 margin err {res['bf16_gap_err']:.4f}, "
-              f"bf16 greedy same {res['bf16_same']}, finite {res['finite']} -> {'ok' if res['ok'] else 'no'}",
+              f"bf16 greedy same {res['bf16_same']}, bf16 routing same {res['routing_same']}, finite {res['finite']} "
+              f"-> {'ok' if res['ok'] else 'no'}",
               flush=True)
         if res["ok"]:
             break
@@ -374,6 +423,10 @@ def write_fixture(out_dir, name, index, spec):
         activations_prompt=ACT_PROMPT,
         activations=ACT_DOC,
     )
+    if any(hasattr(getattr(l.mlp, "gate", None), "top_k") for l in model.model.layers):
+        ref["hf_bf16_check"]["notes"] += (" routing_identical: whether HF's bf16 run routes every token of every "
+                                          "sparse layer to the same experts as the float32 run.")
+        ref["hf_bf16_check"]["routing_identical"] = res["routing_same"]
     assert res["min_margin"] > 2 * atol, (res["min_margin"], atol)
     (d / "reference.json").write_text(json.dumps(ref, indent=1) + "\n")
     self_check(d, prompts, res["runs"])

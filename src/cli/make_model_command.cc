@@ -49,7 +49,7 @@ void add_make_model_command(CLI::App& app) {
       "Write a Hugging Face checkpoint (config.json and bf16 safetensors, sharded at 4 GiB) with a published "
       "model's shapes and random weights, for tests and benchmarks without downloading weights");
   cmd->add_option("--arch", opts->arch, "architecture; needed only when a short preset name is ambiguous")
-      ->check(CLI::IsMember({"qwen3", "llama"}));
+      ->check(CLI::IsMember({"qwen3", "qwen3_moe", "llama"}));
   cmd->add_option("--preset", opts->preset,
                   fmt::format("model shape: {} (the part after the architecture's prefix also works, e.g. 0.6b)",
                               fmt::join(model::preset_names(), ", ")))

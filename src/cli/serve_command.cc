@@ -55,7 +55,7 @@ std::string tokenizer_dir(const ServeArgs& a) {
   if (!a.decoder.random_weights) return a.decoder.model_dir;
   const auto config = model::preset_config(a.decoder.preset);
   if (!config.ok()) fail(kUsage, config.status().message());
-  const char* name = config->architecture == model::Architecture::kQwen3 ? "qwen3" : "llama3-style";
+  const char* name = model::architecture_family(config->architecture) == "qwen3" ? "qwen3" : "llama3-style";
   return source_tree_dir(fs::path("models") / "tokenizers" / name, "tokenizer.json",
                          "--random-weights without --tokenizer");
 }

@@ -41,6 +41,7 @@ class Registry {
 
   // The built-in tile functions registered by EVT_REGISTER_TILE_FUNCTION.
   static const Registry& builtins();
+  // Aborts, naming it, when a built-in of the same name exists.
   static bool register_builtin(TileFunction fn);
 
  private:

@@ -10,17 +10,51 @@ namespace evt::model {
 
 using nlohmann::json;
 
-std::string_view architecture_name(Architecture arch) { return arch == Architecture::kQwen3 ? "qwen3" : "llama"; }
+namespace {
 
-std::string_view hf_architecture_name(Architecture arch) {
-  return arch == Architecture::kQwen3 ? "Qwen3ForCausalLM" : "LlamaForCausalLM";
+struct ArchitectureNames {
+  Architecture arch;
+  std::string_view name, hf_name, family;
+};
+constexpr ArchitectureNames kArchitectures[] = {
+    {Architecture::kQwen3, "qwen3", "Qwen3ForCausalLM", "qwen3"},
+    {Architecture::kLlama, "llama", "LlamaForCausalLM", "llama"},
+    {Architecture::kQwen3Moe, "qwen3_moe", "Qwen3MoeForCausalLM", "qwen3"},
+};
+
+const ArchitectureNames& names_of(Architecture arch) {
+  for (const ArchitectureNames& a : kArchitectures) {
+    if (a.arch == arch) return a;
+  }
+  return kArchitectures[0];
 }
 
+}  // namespace
+
+std::string_view architecture_name(Architecture arch) { return names_of(arch).name; }
+std::string_view hf_architecture_name(Architecture arch) { return names_of(arch).hf_name; }
+std::string_view architecture_family(Architecture arch) { return names_of(arch).family; }
+
 std::optional<Architecture> parse_architecture_name(std::string_view name) {
-  for (Architecture arch : {Architecture::kQwen3, Architecture::kLlama}) {
-    if (name == architecture_name(arch)) return arch;
+  for (const ArchitectureNames& a : kArchitectures) {
+    if (name == a.name) return a.arch;
   }
   return std::nullopt;
+}
+
+bool ModelConfig::is_moe_layer(int64_t layer) const {
+  if (!moe || moe->num_experts <= 0 || moe->decoder_sparse_step <= 0) return false;
+  for (int64_t dense : moe->mlp_only_layers) {
+    if (dense == layer) return false;
+  }
+  return (layer + 1) % moe->decoder_sparse_step == 0;
+}
+
+bool ModelConfig::has_moe_layers() const {
+  for (int64_t l = 0; l < num_layers; ++l) {
+    if (is_moe_layer(l)) return true;
+  }
+  return false;
 }
 
 namespace {
@@ -63,6 +97,17 @@ class Fields {
     return object_[key].get<bool>();
   }
 
+  Expected<std::vector<int64_t>> integer_list_or(const char* key, std::vector<int64_t> fallback) const {
+    if (!has(key)) return fallback;
+    if (!object_[key].is_array()) return wrong_type(key, "a list of integers");
+    std::vector<int64_t> out;
+    for (const json& v : object_[key]) {
+      if (!v.is_number_integer()) return wrong_type(key, "a list of integers");
+      out.push_back(v.get<int64_t>());
+    }
+    return out;
+  }
+
   Expected<std::string> string_or(const char* key, std::string fallback) const {
     if (!has(key)) return fallback;
     if (!object_[key].is_string()) return wrong_type(key, "a string");
@@ -82,11 +127,27 @@ Expected<Architecture> read_architecture(const Fields& f, const std::string& sou
     return f.wrong_type("architectures", "a list of class names");
   }
   const std::string name = list[0].get<std::string>();
-  for (Architecture arch : {Architecture::kQwen3, Architecture::kLlama}) {
-    if (name == hf_architecture_name(arch)) return arch;
+  std::string supported;
+  for (const ArchitectureNames& a : kArchitectures) {
+    if (name == a.hf_name) return a.arch;
+    supported += (supported.empty() ? "" : ", ") + std::string(a.hf_name);
   }
-  return error("{}: {} is not supported yet (supported: {}, {})", source, name,
-               hf_architecture_name(Architecture::kQwen3), hf_architecture_name(Architecture::kLlama));
+  return error("{}: {} is not supported yet (supported: {})", source, name, supported);
+}
+
+// Qwen3-MoE's sparse-block keys. transformers 4.x writes num_experts; 5.x renames it
+// num_local_experts (and still reads the old name), so either is taken.
+Status read_moe(const Fields& f, ModelConfig& c) {
+  MoeConfig m;
+  const char* experts_key = f.has("num_experts") || !f.has("num_local_experts") ? "num_experts" : "num_local_experts";
+  EVT_ASSIGN_OR_RETURN(m.num_experts, f.integer(experts_key));
+  EVT_ASSIGN_OR_RETURN(m.num_experts_per_tok, f.integer("num_experts_per_tok"));
+  EVT_ASSIGN_OR_RETURN(m.moe_intermediate_size, f.integer("moe_intermediate_size"));
+  EVT_ASSIGN_OR_RETURN(m.norm_topk_prob, f.boolean_or("norm_topk_prob", false));
+  EVT_ASSIGN_OR_RETURN(m.decoder_sparse_step, f.integer_or("decoder_sparse_step", 1));
+  EVT_ASSIGN_OR_RETURN(m.mlp_only_layers, f.integer_list_or("mlp_only_layers", {}));
+  c.moe = std::move(m);
+  return Status();
 }
 
 // Features these architectures' configs can switch on that the engine does not implement;
@@ -170,7 +231,7 @@ Expected<ModelConfig> parse_config(std::string_view json_text, const std::string
   EVT_ASSIGN_OR_RETURN(c.vocab_size, f.integer("vocab_size"));
   EVT_ASSIGN_OR_RETURN(c.max_position_embeddings, f.integer("max_position_embeddings"));
   EVT_ASSIGN_OR_RETURN(c.rms_norm_eps, f.number("rms_norm_eps"));
-  if (c.architecture == Architecture::kQwen3) {
+  if (c.architecture != Architecture::kLlama) {
     EVT_ASSIGN_OR_RETURN(c.head_dim, f.integer("head_dim"));
   } else {
     // Llama configs before 3.2 have no head_dim; transformers then derives it.
@@ -182,7 +243,8 @@ Expected<ModelConfig> parse_config(std::string_view json_text, const std::string
   }
   EVT_RETURN_IF_ERROR(read_rope(f, source, c));
   EVT_ASSIGN_OR_RETURN(c.tie_word_embeddings, f.boolean_or("tie_word_embeddings", false));
-  c.qk_norm = c.architecture == Architecture::kQwen3;
+  c.qk_norm = c.architecture != Architecture::kLlama;
+  if (c.architecture == Architecture::kQwen3Moe) EVT_RETURN_IF_ERROR(read_moe(f, c));
   EVT_RETURN_IF_ERROR(read_token_ids(f, c));
   // transformers 5.x renamed torch_dtype to dtype.
   EVT_ASSIGN_OR_RETURN(const std::string dtype, f.string_or("dtype", "bfloat16"));
@@ -198,6 +260,38 @@ Expected<ModelConfig> load_config(const std::filesystem::path& config_json) {
   text << in.rdbuf();
   return parse_config(text.str(), config_json.string());
 }
+
+namespace {
+
+Status validate_moe(const ModelConfig& c, const std::string& source) {
+  if (c.moe.has_value() != (c.architecture == Architecture::kQwen3Moe)) {
+    return error("{}: {} {} expert settings", source, hf_architecture_name(c.architecture),
+                 c.moe ? "has no" : "needs");
+  }
+  if (!c.moe) return Status();
+  const MoeConfig& m = *c.moe;
+  if (m.num_experts < 0) return error("{}: num_experts must not be negative, got {}", source, m.num_experts);
+  // transformers computes (layer + 1) % decoder_sparse_step for every layer.
+  if (m.decoder_sparse_step < 1) {
+    return error("{}: decoder_sparse_step must be positive, got {}", source, m.decoder_sparse_step);
+  }
+  for (int64_t layer : m.mlp_only_layers) {
+    if (layer < 0 || layer >= c.num_layers) {
+      return error("{}: mlp_only_layers names layer {}, but the model has {} layers", source, layer, c.num_layers);
+    }
+  }
+  if (m.num_experts == 0) return Status();
+  if (m.num_experts_per_tok < 1 || m.num_experts_per_tok > m.num_experts) {
+    return error("{}: num_experts_per_tok {} must be between 1 and num_experts {}", source, m.num_experts_per_tok,
+                 m.num_experts);
+  }
+  if (m.moe_intermediate_size <= 0) {
+    return error("{}: moe_intermediate_size must be positive, got {}", source, m.moe_intermediate_size);
+  }
+  return Status();
+}
+
+}  // namespace
 
 Status validate_config(const ModelConfig& c, const std::string& source) {
   const std::pair<const char*, int64_t> sizes[] = {
@@ -233,7 +327,7 @@ Status validate_config(const ModelConfig& c, const std::string& source) {
   if (c.bos_token_id && (*c.bos_token_id < 0 || *c.bos_token_id >= c.vocab_size)) {
     return error("{}: bos_token_id {} is outside the vocabulary", source, *c.bos_token_id);
   }
-  return Status();
+  return validate_moe(c, source);
 }
 
 std::string to_hf_config_json(const ModelConfig& c) {
@@ -277,6 +371,17 @@ std::string to_hf_config_json(const ModelConfig& c) {
     j["use_sliding_window"] = false;
     j["sliding_window"] = nullptr;
     j["max_window_layers"] = c.num_layers;
+  }
+  if (const auto& m = c.moe) {
+    // num_experts as the Hub's Qwen3-MoE files spell it; transformers 5.x reads it too.
+    j["num_experts"] = m->num_experts;
+    j["num_experts_per_tok"] = m->num_experts_per_tok;
+    j["moe_intermediate_size"] = m->moe_intermediate_size;
+    j["norm_topk_prob"] = m->norm_topk_prob;
+    j["decoder_sparse_step"] = m->decoder_sparse_step;
+    j["mlp_only_layers"] = m->mlp_only_layers;
+    j["output_router_logits"] = false;
+    j["router_aux_loss_coef"] = 0.001;
   }
   return j.dump(2) + "\n";
 }

@@ -345,6 +345,8 @@ Expected<std::unique_ptr<Decoder>> make(const ModelConfig& config, std::shared_p
     return error("graph buckets must be a non-empty ascending list");
   }
   EVT_RETURN_IF_ERROR(check_decodable(config));
+  EVT_RETURN_IF_ERROR(check_cuda_decodable(
+      config, model ? model->dir.string() : fmt::format("random {}", architecture_name(config.architecture))));
   if (config.head_dim == 64) {
     return CudaDecoder<generated::dense_decode_d64::Megakernel>::create(config, std::move(model), seed, o);
   }

@@ -6,7 +6,9 @@
 #include "kernels/llm/attention_merge.h"
 #include "kernels/llm/decode_attention.h"
 #include "kernels/llm/gemv.h"
+#include "kernels/llm/moe_layout.h"
 #include "kernels/llm/sample.h"
+#include "model/moe_graph.h"
 #include "util/int_math.h"
 
 namespace evt::model {
@@ -32,6 +34,13 @@ Status check_decodable(const ModelConfig& c) {
     return error("hidden_size {} and intermediate_size {} must be multiples of 8", c.hidden_size,
                  c.intermediate_size);
   }
+  if (c.moe && c.moe->moe_intermediate_size % 8 != 0) {
+    return error("moe_intermediate_size {} must be a multiple of 8", c.moe->moe_intermediate_size);
+  }
+  if (c.moe && c.moe->num_experts > kernels::llm::kMaxMoeExperts) {
+    return error("{} experts per layer: the MoE tile functions take at most {}", c.moe->num_experts,
+                 kernels::llm::kMaxMoeExperts);
+  }
   // The widest projection input must fit one token's staged row in the GPU block's scratch.
   const int64_t widest = std::max({c.hidden_size, c.intermediate_size, c.num_heads * c.head_dim});
   if (kernels::llm::gemv_min_scratch(widest, kMaxTileGroups, kernels::llm::kDecodeThreads / 32) >
@@ -40,6 +49,13 @@ Status check_decodable(const ModelConfig& c) {
                  kernels::llm::kDecodeScratchBytes);
   }
   return Status();
+}
+
+Status check_cuda_decodable(const ModelConfig& c, std::string_view model) {
+  if (!c.has_moe_layers()) return Status();
+  return error("{}: {} ({} experts, top-{}) is a mixture-of-experts model, which runs on the CPU backend only for "
+               "now (--device cpu --exec reference): its MoE tile functions have no CUDA bodies yet",
+               model, hf_architecture_name(c.architecture), c.moe->num_experts, c.moe->num_experts_per_tok);
 }
 
 namespace {
@@ -119,6 +135,11 @@ Tiling default_tiling(const ModelConfig& c, int64_t tokens, int64_t longest_cont
   const int64_t splits =
       std::clamp<int64_t>(ceil_div(workers, tokens * c.num_kv_heads), 1, std::max<int64_t>(1, longest_context / 32));
   t.kv_split_len = std::max<int64_t>(1, ceil_div(longest_context, splits));
+  if (c.moe) {
+    // A routed expert's gate/up tiles alone fill the workers: at small batches few experts run.
+    t.rows_e = rows_per_tile(std::max<int64_t>(1, c.moe->num_experts), llm::kTileRows, workers);
+    t.rows_xi = rows_per_tile(std::max(c.intermediate_size, c.moe->moe_intermediate_size), 8, workers);
+  }
   return t;
 }
 
@@ -202,6 +223,16 @@ Expected<StepPlan> plan_step(const ModelConfig& c, const Tiling& tiling, const K
   cfg[llm::kCfgHeads] = static_cast<int32_t>(c.num_heads);
   cfg[llm::kCfgKvHeads] = static_cast<int32_t>(c.num_kv_heads);
   cfg[llm::kCfgHeadDim] = static_cast<int32_t>(c.head_dim);
+  if (const auto& m = c.moe; m && c.has_moe_layers()) {
+    bind_moe_dims(c, tiling, tokens, plan.dims);
+    cfg[llm::kCfgMoeRowsE] = static_cast<int32_t>(tiling.rows_e);
+    cfg[llm::kCfgMoeRowsXI] = static_cast<int32_t>(tiling.rows_xi);
+    cfg[llm::kCfgMoeDenseInter] = static_cast<int32_t>(c.intermediate_size);
+    cfg[llm::kCfgMoeNormTopk] = m->norm_topk_prob ? 1 : 0;
+    cfg[llm::kCfgMoeInter] = static_cast<int32_t>(m->moe_intermediate_size);
+    cfg[llm::kCfgMoeTopK] = static_cast<int32_t>(m->num_experts_per_tok);
+    cfg[llm::kCfgMoeExperts] = static_cast<int32_t>(m->num_experts);
+  }
   return plan;
 }
 

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kernels/llm/decode_config.h"
@@ -49,6 +50,8 @@ struct Tiling {
   int64_t rows_v = 256;    // lm_head
   int64_t qkv_splits = 1;  // KQ
   int64_t kv_split_len = 256;
+  int64_t rows_e = 16;     // MoE router (moe_graph.h)
+  int64_t rows_xi = 8;     // MoE expert gate/up: rows of an expert's width
 };
 Tiling default_tiling(const ModelConfig& config, int64_t tokens, int64_t longest_context, int workers);
 
@@ -88,5 +91,9 @@ bool decode_head_dim_supported(int64_t head_dim);
 // kernels::llm::kMaxGroup query heads per KV head, and sizes that are multiples of 8 (16-byte
 // weight loads).
 Status check_decodable(const ModelConfig& config);
+
+// What the CUDA backend adds: the dense decode megakernel only. A model with sparse MoE layers
+// is refused (naming `model`): their tile functions have CPU references but no device bodies yet.
+Status check_cuda_decodable(const ModelConfig& config, std::string_view model);
 
 }  // namespace evt::model

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cstring>
+#include <span>
 
 #include "kernels/llm/weight_tiles.h"
 
@@ -10,32 +11,45 @@ namespace evt::model {
 
 namespace llm = kernels::llm;
 
-int64_t DecodeWeight::stored() const {
+int64_t DecodeWeight::stored_one() const {
   return layout == WeightLayout::kPlain ? rows * cols : llm::tiled_shape(rows, cols).bytes() / 2;
 }
 
-void DecodeWeight::pack(uint16_t* out) const {
-  if (layout == WeightLayout::kPlain) {
-    std::memcpy(out, host[0]->values.data(), static_cast<size_t>(rows * cols * 2));
+namespace {
+
+// One matrix of `w`'s layout from its parts.
+void pack_one(const DecodeWeight& w, std::span<const Bf16Tensor* const> parts, uint16_t* out) {
+  const int64_t rows = w.rows, cols = w.cols;
+  if (w.layout == WeightLayout::kPlain) {
+    std::memcpy(out, parts[0]->values.data(), static_cast<size_t>(rows * cols * 2));
     return;
   }
-  if (layout == WeightLayout::kTiledGateUp) {
+  if (w.layout == WeightLayout::kTiledGateUp) {
     const int64_t inter = rows / 2;
     llm::pack_tiled(rows, cols, [&](int64_t n) -> const uint16_t* {
       bool up = false;
       const int64_t r = llm::gate_up_source_row(n, up);
-      return r < inter ? host[up ? 1 : 0]->values.data() + r * cols : nullptr;
+      return r < inter ? parts[up ? 1 : 0]->values.data() + r * cols : nullptr;
     }, out);
     return;
   }
   llm::pack_tiled(rows, cols, [&](int64_t n) -> const uint16_t* {
-    for (const Bf16Tensor* t : host) {
+    for (const Bf16Tensor* t : parts) {
       const int64_t t_rows = t->numel() / cols;
       if (n < t_rows) return t->values.data() + n * cols;
       n -= t_rows;
     }
     return nullptr;
   }, out);
+}
+
+}  // namespace
+
+void DecodeWeight::pack(uint16_t* out) const {
+  const size_t parts = host.size() / static_cast<size_t>(count);
+  for (int64_t m = 0; m < count; ++m) {
+    pack_one(*this, std::span(host).subspan(static_cast<size_t>(m) * parts, parts), out + m * stored_one());
+  }
 }
 
 Expected<std::vector<DecodeWeight>> decode_weights(const ModelConfig& c, const ModelWeights* host) {
@@ -72,10 +86,31 @@ Expected<std::vector<DecodeWeight>> decode_weights(const ModelConfig& c, const M
     EVT_RETURN_IF_ERROR(add(layer("qkv_proj", llm::kWqkv, WeightLayout::kTiled, q + 2 * kv, hidden, hidden),
                             {{t(&LayerWeights::q_proj), q}, {t(&LayerWeights::k_proj), kv}, {t(&LayerWeights::v_proj), kv}}));
     EVT_RETURN_IF_ERROR(add(layer("o_proj", llm::kWo, WeightLayout::kTiled, hidden, q, q), {{t(&LayerWeights::o_proj), hidden}}));
-    EVT_RETURN_IF_ERROR(add(layer("gate_up_proj", llm::kWgateUp, WeightLayout::kTiledGateUp, 2 * inter, hidden, hidden),
-                            {{t(&LayerWeights::gate_proj), inter}, {t(&LayerWeights::up_proj), inter}}));
-    EVT_RETURN_IF_ERROR(add(layer("down_proj", llm::kWdown, WeightLayout::kTiled, hidden, inter, inter),
-                            {{t(&LayerWeights::down_proj), hidden}}));
+    if (!c.is_moe_layer(l)) {
+      EVT_RETURN_IF_ERROR(add(layer("gate_up_proj", llm::kWgateUp, WeightLayout::kTiledGateUp, 2 * inter, hidden, hidden),
+                              {{t(&LayerWeights::gate_proj), inter}, {t(&LayerWeights::up_proj), inter}}));
+      EVT_RETURN_IF_ERROR(add(layer("down_proj", llm::kWdown, WeightLayout::kTiled, hidden, inter, inter),
+                              {{t(&LayerWeights::down_proj), hidden}}));
+    } else {
+      const int64_t experts = c.moe->num_experts, expert_inter = c.moe->moe_intermediate_size;
+      EVT_RETURN_IF_ERROR(add(layer("router", llm::kWrouter, WeightLayout::kTiled, experts, hidden, hidden),
+                              {{lw ? &*lw->router : nullptr, experts}}));
+      std::vector<std::pair<const Bf16Tensor*, int64_t>> gate_up, down;
+      for (int64_t e = 0; e < experts; ++e) {
+        const ExpertWeights* ew = lw ? &lw->experts[static_cast<size_t>(e)] : nullptr;
+        gate_up.emplace_back(ew ? &ew->gate_proj : nullptr, expert_inter);
+        gate_up.emplace_back(ew ? &ew->up_proj : nullptr, expert_inter);
+        down.emplace_back(ew ? &ew->down_proj : nullptr, hidden);
+      }
+      DecodeWeight experts_gate_up = layer("experts_gate_up", llm::kWexpertsGateUp, WeightLayout::kTiledGateUp,
+                                           2 * expert_inter, hidden, hidden);
+      experts_gate_up.count = experts;
+      EVT_RETURN_IF_ERROR(add(std::move(experts_gate_up), std::move(gate_up)));
+      DecodeWeight experts_down =
+          layer("experts_down", llm::kWexpertsDown, WeightLayout::kTiled, hidden, expert_inter, expert_inter);
+      experts_down.count = experts;
+      EVT_RETURN_IF_ERROR(add(std::move(experts_down), std::move(down)));
+    }
     EVT_RETURN_IF_ERROR(add(layer("input_layernorm", llm::kWinputNorm, WeightLayout::kPlain, 1, hidden, 0),
                             {{t(&LayerWeights::input_layernorm), 1}}));
     EVT_RETURN_IF_ERROR(add(layer("post_attention_layernorm", llm::kWpostNorm, WeightLayout::kPlain, 1, hidden, 0),

@@ -3,8 +3,10 @@
 // with its `wtab` cell (kernels/llm/decode_config.h), and the global ones, with how each is
 // stored. The projections are stored tiled (kernels/llm/weight_tiles.h): Q, K and V stacked as one
 // matrix, gate and up interleaved as another, the LM head (also when it is tied to the
-// embedding, which the gather reads plain). The CPU backend packs them into memory of its own;
-// the CUDA backend packs or draws them straight into a device arena.
+// embedding, which the gather reads plain). A sparse MoE layer has instead of gate/up and down
+// its router (tiled) and its experts' matrices, stored as the dense ones are, one expert after
+// another (kernels/llm/moe_layout.h). The CPU backend packs them into memory of its own; the
+// CUDA backend packs or draws them straight into a device arena.
 
 #include <cstdint>
 #include <string>
@@ -18,6 +20,7 @@ namespace evt::model {
 
 enum class GlobalWeight { kNone, kEmbed, kFinalNorm, kLmHead };
 
+// How each of a weight's matrices is stored.
 enum class WeightLayout {
   kPlain,        // as the checkpoint stores it
   kTiled,        // the sources' rows stacked (q, k, v), tiled
@@ -30,14 +33,18 @@ struct DecodeWeight {
   kernels::llm::WeightColumn column = kernels::llm::kWqkv;  // its wtab column
   GlobalWeight global = GlobalWeight::kNone;                // or which global weight it is
   WeightLayout layout = WeightLayout::kPlain;
-  int64_t rows = 0, cols = 0;  // the (fused) matrix; a vector is 1 x n
+  int64_t rows = 0, cols = 0;  // one (fused) matrix; a vector is 1 x n
+  int64_t count = 1;           // matrices stored one after another: a sparse layer's experts
   int64_t fan_in = 0;          // input features of a projection; 0 for a norm; -1 for the embedding
-  // The loaded tensors it is made of (in order; rows each), or empty without host weights.
+  // The loaded tensors it is made of (in order: each matrix's parts, rows each), or empty without
+  // host weights.
   std::vector<const Bf16Tensor*> host;
 
   int64_t wtab_index() const { return layer * kernels::llm::kWeightColumns + column; }
-  // bf16 values stored: the tiled layouts round the matrix up to whole tiles.
-  int64_t stored() const;
+  // bf16 values of one matrix: the tiled layouts round it up to whole tiles.
+  int64_t stored_one() const;
+  // bf16 values stored, every matrix.
+  int64_t stored() const { return count * stored_one(); }
   // Writes the stored values from `host` into `out` (stored() values).
   void pack(uint16_t* out) const;
 };

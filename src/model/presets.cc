@@ -30,6 +30,14 @@ ModelConfig qwen3(int64_t hidden, int64_t intermediate, int64_t layers, int64_t 
           .eos_token_ids = {151645}};
 }
 
+// Qwen3's attention with sparse MoE blocks; kv_heads differ from the dense Qwen3s' 8.
+ModelConfig qwen3_moe(ModelConfig base, int64_t kv_heads, MoeConfig moe) {
+  base.architecture = Architecture::kQwen3Moe;
+  base.num_kv_heads = kv_heads;
+  base.moe = std::move(moe);
+  return base;
+}
+
 ModelConfig llama(int64_t hidden, int64_t intermediate, int64_t layers, int64_t head_dim, double rope_factor,
                   bool tied, std::vector<int64_t> eos) {
   return {.architecture = Architecture::kLlama,
@@ -58,6 +66,14 @@ const std::vector<Preset>& presets() {
       {"qwen3-8b", qwen3(4096, 12288, 36, 32, false)},
       {"qwen3-14b", qwen3(5120, 17408, 40, 40, false)},
       {"qwen3-32b", qwen3(5120, 25600, 64, 64, false)},
+      {"qwen3-30b-a3b", qwen3_moe(qwen3(2048, 6144, 48, 32, false), 4,
+                                  {.num_experts = 128, .num_experts_per_tok = 8, .moe_intermediate_size = 768,
+                                   .norm_topk_prob = true})},
+      // Not a published model: Qwen3-MoE at a size the CPU backend runs in tests, with a dense
+      // layer (mlp_only_layers) among the sparse ones as some MoE models have.
+      {"qwen3-moe-tiny", qwen3_moe(qwen3(256, 512, 4, 4, true), 2,
+                                   {.num_experts = 8, .num_experts_per_tok = 2, .moe_intermediate_size = 64,
+                                    .norm_topk_prob = true, .mlp_only_layers = {0}})},
       // The Instruct models' eos lists (end_of_text, eom, eot); the base models name 128001 only.
       {"llama-3.2-1b", llama(2048, 8192, 16, 64, 32.0, true, {128001, 128008, 128009})},
       {"llama-3.1-8b", llama(4096, 14336, 32, 128, 8.0, false, {128001, 128008, 128009})},
@@ -77,7 +93,7 @@ Expected<ModelConfig> preset_config(std::string_view name, std::optional<Archite
   std::vector<const Preset*> matches;
   for (const Preset& p : presets()) {
     if (arch && p.config.architecture != *arch) continue;
-    const std::string prefix = std::string(architecture_name(p.config.architecture)) + "-";
+    const std::string prefix = std::string(architecture_family(p.config.architecture)) + "-";
     if (p.name == name || p.name == prefix + std::string(name)) matches.push_back(&p);
   }
   if (matches.size() == 1) return matches[0]->config;

@@ -28,9 +28,23 @@ void for_each_tensor(const ModelConfig& c, ModelWeights& w, Fn&& fn) {
       fn(p + "self_attn.k_norm.weight", std::vector<int64_t>{c.head_dim}, l.k_norm.emplace());
     }
     fn(p + "post_attention_layernorm.weight", std::vector<int64_t>{hidden}, l.post_attention_layernorm);
-    fn(p + "mlp.gate_proj.weight", std::vector<int64_t>{c.intermediate_size, hidden}, l.gate_proj);
-    fn(p + "mlp.up_proj.weight", std::vector<int64_t>{c.intermediate_size, hidden}, l.up_proj);
-    fn(p + "mlp.down_proj.weight", std::vector<int64_t>{hidden, c.intermediate_size}, l.down_proj);
+    if (!c.is_moe_layer(i)) {
+      fn(p + "mlp.gate_proj.weight", std::vector<int64_t>{c.intermediate_size, hidden}, l.gate_proj);
+      fn(p + "mlp.up_proj.weight", std::vector<int64_t>{c.intermediate_size, hidden}, l.up_proj);
+      fn(p + "mlp.down_proj.weight", std::vector<int64_t>{hidden, c.intermediate_size}, l.down_proj);
+      continue;
+    }
+    // Qwen3MoeSparseMoeBlock as transformers saves it: the router is "gate", each expert an MLP.
+    const int64_t experts = c.moe->num_experts, inter = c.moe->moe_intermediate_size;
+    fn(p + "mlp.gate.weight", std::vector<int64_t>{experts, hidden}, l.router.emplace());
+    l.experts.resize(static_cast<size_t>(experts));
+    for (int64_t e = 0; e < experts; ++e) {
+      const std::string x = p + "mlp.experts." + std::to_string(e) + ".";
+      ExpertWeights& ew = l.experts[static_cast<size_t>(e)];
+      fn(x + "gate_proj.weight", std::vector<int64_t>{inter, hidden}, ew.gate_proj);
+      fn(x + "up_proj.weight", std::vector<int64_t>{inter, hidden}, ew.up_proj);
+      fn(x + "down_proj.weight", std::vector<int64_t>{hidden, inter}, ew.down_proj);
+    }
   }
   fn("model.norm.weight", std::vector<int64_t>{hidden}, w.norm);
   // Tied checkpoints may still carry lm_head.weight; transformers ignores it, and so do we.

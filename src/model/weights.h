@@ -1,5 +1,6 @@
 #pragma once
-// The weights of a dense Qwen3 or Llama model as host bf16 tensors, checked against the config.
+// The weights of a Qwen3 (dense or MoE) or Llama model as host bf16 tensors, checked against the
+// config.
 
 #include <cstdint>
 #include <memory>
@@ -28,12 +29,21 @@ struct Bf16Tensor {
   int64_t numel() const { return num_elements(shape); }
 };
 
+// One expert of a sparse MoE block: a SwiGLU MLP of moe_intermediate_size.
+struct ExpertWeights {
+  Bf16Tensor gate_proj, up_proj, down_proj;
+};
+
 struct LayerWeights {
   Bf16Tensor input_layernorm;
   Bf16Tensor q_proj, k_proj, v_proj, o_proj;
-  std::optional<Bf16Tensor> q_norm, k_norm;  // Qwen3 only: RMSNorm over each head's head_dim
+  std::optional<Bf16Tensor> q_norm, k_norm;  // Qwen3s only: RMSNorm over each head's head_dim
   Bf16Tensor post_attention_layernorm;
+  // A dense layer's MLP; empty in a sparse MoE layer (ModelConfig::is_moe_layer), which has the
+  // router (mlp.gate, num_experts x hidden) and its experts instead.
   Bf16Tensor gate_proj, up_proj, down_proj;
+  std::optional<Bf16Tensor> router;
+  std::vector<ExpertWeights> experts;
 };
 
 // Tensors that were not converted point into the Checkpoint, which must outlive them.

@@ -8,7 +8,13 @@
 
 namespace evt::engine::testing {
 
-std::vector<model::Exec> engine_test_execs() { return {model::Exec::kMegakernel, model::Exec::kGraphs}; }
+std::vector<EngineCase> engine_test_cases() {
+  std::vector<EngineCase> cases;
+  for (const char* fixture : {"qwen3-tiny", "llama-tiny"}) {
+    for (model::Exec exec : {model::Exec::kMegakernel, model::Exec::kGraphs}) cases.emplace_back(fixture, exec);
+  }
+  return cases;
+}
 
 Expected<std::unique_ptr<model::Decoder>> make_engine_decoder(std::shared_ptr<const model::LoadedModel> model,
                                                               model::Exec exec, int64_t pages) {

@@ -443,9 +443,7 @@ TEST_P(EngineTest, ManyThreadsSubmitWhileTheEngineRuns) {
 
 }  // namespace
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, EngineTest,
-                         ::testing::Combine(::testing::Values("qwen3-tiny", "llama-tiny"),
-                                            ::testing::ValuesIn(engine_test_execs())),
+INSTANTIATE_TEST_SUITE_P(Fixtures, EngineTest, ::testing::ValuesIn(engine_test_cases()),
                          [](const auto& info) {
                            std::string name = std::get<0>(info.param) + "_" +
                                               std::string(model::exec_name(std::get<1>(info.param)));

@@ -1,9 +1,10 @@
 #pragma once
 // The engine over a model fixture, the same tests for every backend: each test binary defines
-// the exec modes it tests and make_engine_decoder() for its backend.
+// the fixtures and exec modes it tests and make_engine_decoder() for its backend.
 
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "model/decoder.h"
@@ -11,7 +12,9 @@
 
 namespace evt::engine::testing {
 
-std::vector<model::Exec> engine_test_execs();
+// The (fixture, exec mode) pairs the binary tests.
+using EngineCase = std::tuple<std::string, model::Exec>;
+std::vector<EngineCase> engine_test_cases();
 
 // A decoder of the binary's backend with a cache of `pages` pages of 16 positions.
 Expected<std::unique_ptr<model::Decoder>> make_engine_decoder(std::shared_ptr<const model::LoadedModel> model,

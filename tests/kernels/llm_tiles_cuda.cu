@@ -9,6 +9,12 @@
 #include "kernels/llm/embed_gather.h"
 #include "kernels/llm/gate_up_silu.h"
 #include "kernels/llm/lm_head.h"
+#include "kernels/llm/moe_combine_residual.h"
+#include "kernels/llm/moe_expert_down.h"
+#include "kernels/llm/moe_expert_gate_up.h"
+#include "kernels/llm/moe_plan.h"
+#include "kernels/llm/moe_router.h"
+#include "kernels/llm/moe_topk.h"
 #include "kernels/llm/o_proj.h"
 #include "kernels/llm/qkv_finish.h"
 #include "kernels/llm/qkv_proj.h"
@@ -111,6 +117,7 @@ __device__ kernels::WeightStream no_stream(const Block&, const int64_t*, const D
   };
 
 #include "kernels/llm_tile_bodies.inc"
+#include "kernels/moe_tile_bodies.inc"
 #undef EVT_LLM_BODY
 
 template <class B>
@@ -121,6 +128,7 @@ constexpr CudaTileBody entry() {
 const CudaTileBody kBodies[] = {
 #define EVT_LLM_BODY(tag, row, body, stream, reads, writes) entry<tag>(),
 #include "kernels/llm_tile_bodies.inc"
+#include "kernels/moe_tile_bodies.inc"
 #undef EVT_LLM_BODY
 };
 

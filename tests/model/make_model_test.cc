@@ -37,7 +37,7 @@ Expected<ModelWeights> load(const std::filesystem::path& dir, const ModelConfig&
 }
 
 TEST(MakeModel, TinyModelsLoadBack) {
-  for (Architecture arch : {Architecture::kQwen3, Architecture::kLlama}) {
+  for (Architecture arch : {Architecture::kQwen3, Architecture::kLlama, Architecture::kQwen3Moe}) {
     SCOPED_TRACE(std::string(architecture_name(arch)));
     ScratchDir dir;
     const ModelConfig c = tiny_config(arch);
@@ -65,7 +65,17 @@ TEST(MakeModel, TinyModelsLoadBack) {
         EXPECT_TRUE(std::all_of(norm->values.begin(), norm->values.end(), [](uint16_t v) { return v == 0x3f80; }))
             << norm->name;
       }
-      EXPECT_EQ(l.q_norm.has_value(), arch == Architecture::kQwen3);
+      EXPECT_EQ(l.q_norm.has_value(), arch != Architecture::kLlama);
+    }
+    if (arch == Architecture::kQwen3Moe) {  // layer 0 dense (mlp_only_layers), layer 1 sparse
+      EXPECT_FALSE(w->layers[0].router.has_value());
+      EXPECT_EQ(w->layers[0].gate_proj.shape, (std::vector<int64_t>{96, 64}));
+      ASSERT_TRUE(w->layers[1].router.has_value());
+      EXPECT_EQ(w->layers[1].router->shape, (std::vector<int64_t>{5, 64}));
+      ASSERT_EQ(w->layers[1].experts.size(), 5u);
+      EXPECT_EQ(w->layers[1].experts[4].down_proj.name, "model.layers.1.mlp.experts.4.down_proj.weight");
+      EXPECT_EQ(w->layers[1].experts[4].down_proj.shape, (std::vector<int64_t>{64, 40}));
+      EXPECT_TRUE(w->layers[1].gate_proj.values.empty());
     }
     // Matrices: mean 0 and standard deviation 0.02, within what 19200 draws allow.
     double sum = 0, sum_sq = 0;
@@ -153,6 +163,7 @@ TEST(Presets, MatchPublishedParameterCounts) {
   const std::vector<std::tuple<std::string, double, double>> published = {
       {"qwen3-0.6b", 0.6, 0.44}, {"qwen3-1.7b", 1.7, 1.4},   {"qwen3-4b", 4.0, 3.6},
       {"qwen3-8b", 8.2, 6.95},   {"qwen3-14b", 14.8, 13.2},  {"qwen3-32b", 32.8, 31.2},
+      {"qwen3-30b-a3b", 30.5, 29.9},
   };
   auto count = [](const ModelConfig& c, bool embeddings) {
     double n = 0;
@@ -179,8 +190,9 @@ TEST(Presets, ShortNamesAndArchitecture) {
     auto full = preset_config(name);
     ASSERT_TRUE(full.ok()) << full.status().message();
     EXPECT_TRUE(validate_config(*full, name).ok());
-    EXPECT_EQ(full->qk_norm, full->architecture == Architecture::kQwen3);
-    const std::string prefix = std::string(architecture_name(full->architecture)) + "-";
+    EXPECT_EQ(full->qk_norm, full->architecture != Architecture::kLlama);
+    EXPECT_EQ(full->moe.has_value(), full->architecture == Architecture::kQwen3Moe);
+    const std::string prefix = std::string(architecture_family(full->architecture)) + "-";
     ASSERT_TRUE(name.starts_with(prefix));
     // Without the prefix, with and without --arch.
     auto short_name = preset_config(name.substr(prefix.size()));

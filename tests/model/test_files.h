@@ -68,8 +68,14 @@ std::vector<std::byte> as_byte_vector(const std::vector<T>& values) {
 
 // Small enough to write and read in milliseconds, with every dimension distinct so that a
 // swapped dimension cannot pass a shape check.
+// kQwen3Moe: layer 0 dense (mlp_only_layers), layer 1 sparse with 5 experts of 40, top 2.
 inline ModelConfig tiny_config(Architecture arch) {
-  const bool qwen = arch == Architecture::kQwen3;
+  const bool qwen = arch != Architecture::kLlama;
+  std::optional<MoeConfig> moe;
+  if (arch == Architecture::kQwen3Moe) {
+    moe = MoeConfig{.num_experts = 5, .num_experts_per_tok = 2, .moe_intermediate_size = 40,
+                    .norm_topk_prob = true, .mlp_only_layers = {0}};
+  }
   return {.architecture = arch,
           .hidden_size = 64,
           .intermediate_size = 96,
@@ -84,6 +90,7 @@ inline ModelConfig tiny_config(Architecture arch) {
           .rope_scaling = qwen ? std::nullopt : std::optional(Llama3RopeScaling{}),
           .tie_word_embeddings = qwen,
           .qk_norm = qwen,
+          .moe = moe,
           .bos_token_id = 1,
           .eos_token_ids = {2, 3}};
 }

@@ -76,6 +76,45 @@ TEST(Weights, SpecsFollowHuggingFaceNamesAndShapes) {
   EXPECT_EQ(llama[2].shape, (std::vector<int64_t>{64, 64}));  // 4 heads x 16
 }
 
+// A sparse layer holds the router and per-expert MLPs under the names transformers saves
+// (Qwen3MoeSparseMoeBlock: mlp.gate, mlp.experts.E.*), a dense layer of the same model the MLP.
+TEST(Weights, MoeSpecsFollowHuggingFaceNamesAndShapes) {
+  const ModelConfig c = tiny_config(Architecture::kQwen3Moe);  // layer 0 dense, layer 1: 5 experts of 40
+  const std::vector<TensorSpec> specs = model_tensor_specs(c);
+  ASSERT_EQ(specs.size(), 1 + 11 + (8 + 1 + 5 * 3) + 1u);
+  EXPECT_EQ(specs[9].name, "model.layers.0.mlp.gate_proj.weight");
+  const std::vector<std::pair<std::string, std::vector<int64_t>>> sparse = {
+      {"model.layers.1.post_attention_layernorm.weight", {64}},
+      {"model.layers.1.mlp.gate.weight", {5, 64}},
+      {"model.layers.1.mlp.experts.0.gate_proj.weight", {40, 64}},
+      {"model.layers.1.mlp.experts.0.up_proj.weight", {40, 64}},
+      {"model.layers.1.mlp.experts.0.down_proj.weight", {64, 40}},
+      {"model.layers.1.mlp.experts.1.gate_proj.weight", {40, 64}},
+  };
+  for (size_t i = 0; i < sparse.size(); ++i) {
+    EXPECT_EQ(specs[19 + i].name, sparse[i].first);
+    EXPECT_EQ(specs[19 + i].shape, sparse[i].second) << sparse[i].first;
+  }
+  EXPECT_EQ(specs[specs.size() - 2].name, "model.layers.1.mlp.experts.4.down_proj.weight");
+}
+
+TEST(Weights, MissingExpertOrRouterIsNamed) {
+  for (const char* missing : {"model.layers.1.mlp.experts.3.up_proj.weight", "model.layers.1.mlp.gate.weight",
+                              "model.layers.0.mlp.down_proj.weight"}) {
+    SCOPED_TRACE(missing);
+    ScratchDir dir;
+    const ModelConfig c = tiny_config(Architecture::kQwen3Moe);
+    std::vector<TensorSpec> specs = model_tensor_specs(c);
+    std::erase_if(specs, [&](const TensorSpec& t) { return t.name == missing; });
+    write_checkpoint(dir.path(), specs, DType::kBF16);
+    auto ckpt = Checkpoint::open(dir.path());
+    ASSERT_TRUE(ckpt.ok()) << ckpt.status().message();
+    auto w = load_weights(c, *ckpt);
+    ASSERT_FALSE(w.ok());
+    EXPECT_EQ(w.status().message(), (dir / kSingleFileName).string() + ": missing tensor " + missing);
+  }
+}
+
 TEST(Weights, Bf16LoadsInPlaceAndTiedHeadAliasesEmbeddings) {
   ScratchDir dir;
   const ModelConfig c = tiny_config(Architecture::kQwen3);

@@ -33,16 +33,30 @@ enum Cfg : int {
   kCfgHeads,          // HQ
   kCfgKvHeads,        // HKV
   kCfgHeadDim,        // D
-  kCfgWords = 32,     // the buffer's size in the graph
+  // Qwen3-MoE (model/moe_graph.h); 0 in a dense model. From the end, so that the dense words
+  // above can grow without moving these.
+  kCfgMoeRowsE = 25,       // experts per moe_router tile: a multiple of 16 (docs/moe_decode.md)
+  kCfgMoeRowsXI = 26,      // rows of an expert's width per moe_expert_gate_up tile: a multiple of 8
+  kCfgMoeDenseInter = 27,  // intermediate_size of the model's dense layers (its sparse ones have experts)
+  kCfgMoeNormTopk = 28,  // 1: the top-k routing weights are renormalized to sum to 1
+  kCfgMoeInter = 29,     // moe_intermediate_size
+  kCfgMoeTopK = 30,      // experts per token
+  kCfgMoeExperts = 31,   // experts per sparse layer
+  kCfgWords = 32,        // the buffer's size in the graph
 };
 
 // Columns of the i64 `wtab` buffer (L x kWeightColumns): each layer's weight addresses, bf16. The
 // projections are stored tiled (weight_tiles.h), Q, K and V stacked as one matrix of
 // (HQ + 2 HKV) D rows and gate and up interleaved by 8 rows as one of 2 I rows; the norms are
 // plain vectors.
+//
+// A sparse MoE layer has no gate/up and down matrices (null) but a router, stored tiled (experts
+// rows), and its experts' matrices, each expert's stored as the dense ones are and the experts'
+// one after another (moe_layout.h); a dense layer has those null.
 enum WeightColumn : int {
   kWqkv = 0, kWo, kWgateUp, kWdown,
   kWinputNorm, kWpostNorm, kWqNorm, kWkNorm,  // q/k norms: null unless kCfgQkNorm
+  kWrouter, kWexpertsGateUp, kWexpertsDown,   // sparse MoE layers only
   kWeightColumns = 16,                        // the buffer's width in the graph
 };
 

@@ -1,0 +1,41 @@
+// Registry row of a routed expert's down tile; the body is in moe_expert_down.h.
+
+#include "kernels/llm/moe_expert_down.h"
+
+#include "kernels/llm/reference_math.h"
+#include "kernels/registry.h"
+
+namespace evt::kernels::llm {
+namespace {
+
+void moe_expert_down_reference(const TileArgs& a) {
+  const BufferView &cfg = a.reads[0], &wtab = a.reads[1], &act = a.reads[2], &indptr = a.reads[3],
+                   &sorted_w = a.reads[4], &dn_ptr = a.reads[5], &y = a.writes[0];
+  const int64_t l = a.tile[0], width = act.dim(1), hidden = y.dim(1), experts = dn_ptr.dim(1) - 1;
+  const LayerMlp m = layer_mlp(cfg.as<const int32_t>(), wtab.as<const int64_t>(), l, hidden);
+  const int32_t* ptr = dn_ptr.as<const int32_t>() + l * (experts + 1);
+  for (int64_t e = 0; e < experts; ++e) {
+    if (a.tile[1] < ptr[e] || a.tile[1] >= ptr[e + 1]) continue;
+    const int64_t per_tile = cfg_at(cfg, kCfgRowsH), first = (a.tile[1] - ptr[e]) * per_tile;
+    const TiledMatrix w = ref_tiled(m.expert_down(e), hidden);
+    for (int64_t p = indptr.as<const int32_t>()[e]; p < indptr.as<const int32_t>()[e + 1]; ++p) {
+      for (int64_t r = first; r < first + per_tile && r < hidden; ++r) {
+        y.as<float>()[p * hidden + r] =
+            static_cast<float>(sorted_w.as<const float>()[p] * ref_dot(w, r, 0, m.inter, act.as<const float>() + p * width));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+EVT_REGISTER_TILE_FUNCTION(moe_expert_down, TileFunction{
+    .name = "moe_expert_down",
+    .summary = "one routed expert's down tile, scaled by each row's routing weight",
+    .num_reads = 6, .num_writes = 1,
+    .cpu = moe_expert_down_reference,
+    .device_body = "evt::kernels::llm::moe_expert_down_body", .device_header = "kernels/llm/moe_expert_down.h",
+    .device_stream = "evt::kernels::llm::moe_expert_down_stream",
+    .relative_cost = 1});
+
+}  // namespace evt::kernels::llm

@@ -1,0 +1,44 @@
+#pragma once
+// One routed expert's down tile (docs/moe_decode.md): tile (l, i) belongs to the expert e whose range
+// [dn_ptr[l, e], dn_ptr[l, e+1]) holds i, and writes rows [(i - dn_ptr[l, e]) * rows_h, ...) of
+// y_s[p] = sorted_w[p] * down_e act_s[p] for the expert's sorted rows p. The routing weight is
+// applied here; moe_combine_residual adds each token's slots in order.
+//   reads (cfg, wtab, act_s: R x XI f32, exp_indptr: XE+1 i32, sorted_w: R f32, dn_ptr: L x XE+1 i32),
+//   writes (y_s: R x H f32)
+
+#include "kernels/llm/moe_expert_gate_up.h"
+
+namespace evt::kernels::llm {
+
+EVT_HD inline auto moe_expert_down_job(const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
+  const int32_t* cfg = reads[0].as<const int32_t>();
+  const int64_t l = tile[0], width = reads[2].dim(1), hidden = writes[0].dim(1);
+  const LayerMlp m = layer_mlp(cfg, reads[1].as<const int64_t>(), l, hidden);
+  const int64_t experts = reads[5].dim(1) - 1;
+  const int32_t* ptr = reads[5].as<const int32_t>() + l * (experts + 1);
+  const int32_t* indptr = reads[3].as<const int32_t>();
+  const int64_t e = moe_tile_expert(ptr, experts, tile[1]);
+  const int64_t p0 = e < 0 ? 0 : indptr[e];
+  const Range rows = e < 0 ? Range{0, 0} : tile_range(tile[1] - ptr[e], cfg[kCfgRowsH], hidden);
+  const float* w = reads[4].as<const float>() + p0;
+  float* out = writes[0].as<float>() + p0 * hidden;
+  const GemvInput in{.x = reads[2].as<const float>() + p0 * width, .ld = width,
+                     .tokens = e < 0 ? 0 : indptr[e + 1] - p0};
+  return gemv_job<1>(in, m.expert_down(e < 0 ? 0 : e), hidden, rows.begin / kTileRows, tile_groups(rows), 0, m.inter,
+                     hidden, [=](int64_t t, int64_t r, const float* v) { out[t * hidden + r] = w[t] * v[0]; });
+}
+
+template <class Block>
+EVT_HD void moe_expert_down_body(const Block& b, const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
+  const auto job = moe_expert_down_job(tile, reads, writes);
+  if (job.groups > 0 && job.in.tokens > 0) gemv_run(b, job);
+}
+
+template <class Block>
+EVT_HD WeightStream moe_expert_down_stream(const Block& b, const int64_t* tile, const DevBuffer* reads,
+                                           const DevBuffer* writes) {
+  const auto job = moe_expert_down_job(tile, reads, writes);
+  return job.groups > 0 && job.in.tokens > 0 ? gemv_stream(b, job) : WeightStream{};
+}
+
+}  // namespace evt::kernels::llm

@@ -1,0 +1,64 @@
+#pragma once
+// One routed expert's gate/up tile (docs/moe_decode.md): tile (l, i) belongs to the expert e whose
+// range [gu_ptr[l, e], gu_ptr[l, e+1]) holds i, and writes outputs [(i - gu_ptr[l, e]) * rows_xi, ...)
+// of silu(xn gate_e^T) * (xn up_e^T) for the expert's tokens, at their sorted rows:
+// act_s[p, n] for p in [exp_indptr[e], exp_indptr[e+1]), token perm[p], xn its post-attention
+// RMSNorm (fused). So each routed expert's weights are read once per step, whatever its tokens.
+// A tile past the last expert's range does nothing (the graph never releases it).
+//   reads (cfg, wtab, x_mid: T x H f32, exp_indptr: XE+1 i32, perm: R i32, gu_ptr: L x XE+1 i32),
+//   writes (act_s: R x XI f32)
+
+#include "kernels/llm/decode_config.h"
+#include "kernels/llm/gemv.h"
+#include "kernels/llm/moe_layout.h"
+
+namespace evt::kernels::llm {
+
+// The expert whose tile range [ptr[e], ptr[e + 1]) holds tile i, or -1 past the last.
+EVT_HD inline int64_t moe_tile_expert(const int32_t* ptr, int64_t experts, int64_t i) {
+  if (i >= ptr[experts]) return -1;
+  int64_t lo = 0, hi = experts - 1;  // the last e with ptr[e] <= i: ranges of unrouted experts are empty
+  while (lo < hi) {
+    const int64_t mid = (lo + hi + 1) / 2;
+    if (ptr[mid] <= i) lo = mid; else hi = mid - 1;
+  }
+  return lo;
+}
+
+EVT_HD inline auto moe_expert_gate_up_job(const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
+  const int32_t* cfg = reads[0].as<const int32_t>();
+  const int64_t l = tile[0], hidden = reads[2].dim(1), width = writes[0].dim(1);
+  const LayerMlp m = layer_mlp(cfg, reads[1].as<const int64_t>(), l, hidden);
+  const int64_t experts = reads[5].dim(1) - 1;
+  const int32_t* ptr = reads[5].as<const int32_t>() + l * (experts + 1);
+  const int32_t* indptr = reads[3].as<const int32_t>();
+  const int64_t e = moe_tile_expert(ptr, experts, tile[1]);
+  const int64_t p0 = e < 0 ? 0 : indptr[e];
+  const Range rows = e < 0 ? Range{0, 0} : tile_range(tile[1] - ptr[e], cfg[kCfgMoeRowsXI], m.inter);
+  float* out = writes[0].as<float>() + p0 * width;
+  const GemvInput in{.x = reads[2].as<const float>(), .ld = hidden, .tokens = e < 0 ? 0 : indptr[e + 1] - p0,
+                     .rows = reads[4].as<const int32_t>() + p0,
+                     .norm_w = weight<uint16_t>(reads[1], l, kWpostNorm), .norm_len = hidden,
+                     .eps = bits_to_f32(cfg[kCfgEpsBits])};
+  return gemv_job<2>(in, m.expert_gate_up(e < 0 ? 0 : e), 2 * m.inter, rows.begin / 8, (rows.end - rows.begin + 7) / 8,
+                     0, hidden, m.inter,
+                     [=](int64_t t, int64_t n, const float* v) { out[t * width + n] = silu(v[0]) * v[1]; });
+}
+
+template <class Block>
+EVT_HD void moe_expert_gate_up_body(const Block& b, const int64_t* tile, const DevBuffer* reads,
+                                    const DevBuffer* writes) {
+  const auto job = moe_expert_gate_up_job(tile, reads, writes);
+  if (job.groups > 0 && job.in.tokens > 0) gemv_run(b, job);
+}
+
+// The stream reads gu_ptr and exp_indptr, which moe_plan writes: it is valid once the task is
+// released (the leader tells the loader after the wait; docs/moe_decode.md).
+template <class Block>
+EVT_HD WeightStream moe_expert_gate_up_stream(const Block& b, const int64_t* tile, const DevBuffer* reads,
+                                              const DevBuffer* writes) {
+  const auto job = moe_expert_gate_up_job(tile, reads, writes);
+  return job.groups > 0 && job.in.tokens > 0 ? gemv_stream(b, job) : WeightStream{};
+}
+
+}  // namespace evt::kernels::llm

@@ -1,0 +1,63 @@
+#pragma once
+// Where a decode layer's MLP weights are, for the tile functions of the MoE decode graph
+// (model/moe_graph.h): a sparse layer's router and experts, or a dense layer's MLP seen as one
+// expert that every token takes with weight 1. A Qwen3-MoE model may mix both kinds of layer
+// (mlp_only_layers, decoder_sparse_step), and one view lets one code path serve both; with K = 1
+// and a weight of exactly 1 the arithmetic is the dense MLP's.
+//
+// Each expert's matrices are stored as the dense MLP's are (weight_tiles.h): gate and up fused
+// (2 inter rows x hidden) and down (hidden rows x inter), each tiled on its own, the experts'
+// one after another. So an expert's tiles are contiguous, and a task that runs one expert
+// streams one block of memory.
+
+#include <cstdint>
+
+#include "kernels/llm/decode_config.h"
+#include "kernels/llm/weight_tiles.h"
+
+namespace evt::kernels::llm {
+
+// The most experts a sparse layer may have: moe_plan's body counts them in registers' worth of
+// local arrays (Qwen3-MoE models have 128).
+inline constexpr int64_t kMaxMoeExperts = 256;
+
+// bf16 values one expert's tiled rows x cols matrix takes: the step from an expert to the next.
+EVT_HD inline int64_t expert_stride(int64_t rows, int64_t cols) { return tiled_shape(rows, cols).bytes() / 2; }
+
+struct LayerMlp {
+  const uint16_t* router = nullptr;   // tiled, experts x hidden; null in a dense layer
+  const uint16_t* gate_up = nullptr;  // expert 0's fused gate/up matrix
+  const uint16_t* down = nullptr;     // expert 0's down matrix
+  int64_t experts = 1, top_k = 1, inter = 0;
+  int64_t gate_up_stride = 0, down_stride = 0;
+
+  EVT_HD bool sparse() const { return router != nullptr; }
+  EVT_HD const uint16_t* expert_gate_up(int64_t e) const { return gate_up + e * gate_up_stride; }
+  EVT_HD const uint16_t* expert_down(int64_t e) const { return down + e * down_stride; }
+};
+
+// Layer `layer`'s MLP, from cfg (kCfgWords words) and the wtab rows (kWeightColumns each).
+EVT_HD inline LayerMlp layer_mlp(const int32_t* cfg, const int64_t* wtab, int64_t layer, int64_t hidden) {
+  const int64_t* row = wtab + layer * kWeightColumns;
+  const auto at = [&](WeightColumn column) {
+    return reinterpret_cast<const uint16_t*>(static_cast<uintptr_t>(row[column]));
+  };
+  LayerMlp m;
+  m.router = at(kWrouter);
+  if (!m.sparse()) {
+    m.gate_up = at(kWgateUp);
+    m.down = at(kWdown);
+    m.inter = cfg[kCfgMoeDenseInter];
+    return m;
+  }
+  m.gate_up = at(kWexpertsGateUp);
+  m.down = at(kWexpertsDown);
+  m.experts = cfg[kCfgMoeExperts];
+  m.top_k = cfg[kCfgMoeTopK];
+  m.inter = cfg[kCfgMoeInter];
+  m.gate_up_stride = expert_stride(2 * m.inter, hidden);
+  m.down_stride = expert_stride(hidden, m.inter);
+  return m;
+}
+
+}  // namespace evt::kernels::llm

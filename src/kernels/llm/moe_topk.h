@@ -1,0 +1,55 @@
+#pragma once
+// MoE routing of one token from its router logits (docs/moe_decode.md), as transformers'
+// Qwen3MoeTopKRouter: softmax, the top_k most probable experts (ties to the lower index), their
+// probabilities renormalized to sum to 1 when kCfgMoeNormTopk. In double, in the order the
+// reference sums, so a body and its reference given the same logits agree bit for bit. A dense
+// layer routes every token to its one "expert" 0 with weight 1.
+//   reads (cfg, wtab, router_logits: T x XE f32), writes (route_ids: T x XK i32, route_w: T x XK f32);
+//   slots past top_k get id -1 and weight 0.
+
+#include <cmath>
+
+#include "kernels/llm/decode_config.h"
+
+namespace evt::kernels::llm {
+
+template <class Block>
+EVT_HD void moe_topk_body(const Block& b, const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
+  if (b.thread() != 0) return;
+  const int32_t* cfg = reads[0].as<const int32_t>();
+  const int64_t l = tile[0], t = tile[1], width = reads[2].dim(1), slots = writes[0].dim(1);
+  int32_t* ids = writes[0].as<int32_t>() + t * slots;
+  float* w = writes[1].as<float>() + t * slots;
+  for (int64_t s = 0; s < slots; ++s) {
+    ids[s] = -1;
+    w[s] = 0;
+  }
+  if (weight<uint16_t>(reads[1], l, kWrouter) == nullptr) {
+    ids[0] = 0;
+    w[0] = 1;
+    return;
+  }
+  const float* z = reads[2].as<const float>() + t * width;
+  const int64_t experts = cfg[kCfgMoeExperts], top_k = cfg[kCfgMoeTopK];
+  double top = z[0], sum = 0;
+  for (int64_t e = 1; e < experts; ++e) top = z[e] > top ? z[e] : top;
+  for (int64_t e = 0; e < experts; ++e) sum += exp(static_cast<double>(z[e]) - top);
+  // Pick s is the largest logit below pick s - 1 in the order (logit descending, index
+  // ascending): no per-expert scratch. exp is monotonic, so this is the probabilities' order.
+  for (int64_t s = 0; s < top_k; ++s) {
+    int64_t best = -1;
+    for (int64_t e = 0; e < experts; ++e) {
+      const bool after_prev = s == 0 || z[e] < z[ids[s - 1]] || (z[e] == z[ids[s - 1]] && e > ids[s - 1]);
+      if (after_prev && (best < 0 || z[e] > z[best])) best = e;
+    }
+    ids[s] = static_cast<int32_t>(best);
+  }
+  double chosen = 0;
+  for (int64_t s = 0; s < top_k; ++s) chosen += exp(static_cast<double>(z[ids[s]]) - top) / sum;
+  for (int64_t s = 0; s < top_k; ++s) {
+    const double p = exp(static_cast<double>(z[ids[s]]) - top) / sum;
+    w[s] = static_cast<float>(cfg[kCfgMoeNormTopk] != 0 ? p / chosen : p);
+  }
+}
+
+}  // namespace evt::kernels::llm

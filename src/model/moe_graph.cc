@@ -1,0 +1,94 @@
+#include "model/moe_graph.h"
+
+#include <algorithm>
+
+#include "ir/text_form.h"
+#include "util/int_math.h"
+
+namespace evt::model {
+
+namespace {
+
+// The sparse block (docs/moe_decode.md), in the graph's text form, appended to the dense graph
+// once its MLP groups are gone. It reads x_mid and MID and writes x and X as they did. Its edges
+// are affine: the IR's cycle check takes a data-dependent edge as a dependency on every task of
+// the producer group, across layers, which closes a cycle through the layer chain (the design
+// note says what it will take).
+constexpr const char* kMoeBlock = R"evt(
+XE = dim()      # experts of a sparse layer (a dense layer is one)
+XK = dim()      # route slots per token: top-k
+XI = dim()      # act_s values per row: the widest expert (the dense layers' intermediate size or moe_intermediate_size)
+NR = dim()      # router tiles
+MAXGU = dim()   # gate/up tiles per layer: the experts that can be routed x tiles per expert
+MAXDN = dim()   # down tiles per layer
+
+router_logits = buffer((T, XE), f32)
+route_ids = buffer((T, XK), i32)
+route_w = buffer((T, XK), f32)
+exp_indptr = buffer((XE+1,), i32)      # expert e's (token, slot) rows, sorted by expert
+perm = buffer((T*XK,), i32)            # sorted row -> token
+sorted_w = buffer((T*XK,), f32)        # sorted row -> routing weight
+pos = buffer((T, XK), i32)             # (token, slot) -> sorted row
+gu_ptr = buffer((L, XE+1), i32)        # per layer, for the range triggers to come (docs/moe_decode.md)
+dn_ptr = buffer((L, XE+1), i32)
+act_s = buffer((T*XK, XI), f32)
+y_s = buffer((T*XK, H), f32)
+
+RLOG = event((L,), wait_count=NR)
+ROUTED = event((L,), wait_count=T)
+PLANNED = event((L,), wait_count=1)
+GATED = event((L,), wait_count=MAXGU)
+DONE = event((L,), wait_count=MAXDN)
+
+moe_router = call_device(moe_router, tiles=(L, NR), reads=(cfg, wtab, x_mid), writes=(router_logits,),
+                         in_edges={MID: "ln->l"}, out_edges={RLOG: "ln->l"}, layered=true)
+moe_topk = call_device(moe_topk, tiles=(L, T), reads=(cfg, wtab, router_logits), writes=(route_ids, route_w),
+                       in_edges={RLOG: "lt->l"}, out_edges={ROUTED: "lt->l"}, layered=true, schedule=inline)
+moe_plan = call_device(moe_plan, tiles=(L,), reads=(cfg, wtab, x_mid, route_ids, route_w),
+                       writes=(exp_indptr, perm, sorted_w, pos, gu_ptr, dn_ptr),
+                       in_edges={ROUTED: "l->l"}, out_edges={PLANNED: "l->l"}, layered=true)
+# Each tile finds its expert in the plan's tables; tiles past the last routed expert's do nothing.
+moe_gate_up = call_device(moe_expert_gate_up, tiles=(L, MAXGU), reads=(cfg, wtab, x_mid, exp_indptr, perm, gu_ptr),
+                          writes=(act_s,), in_edges={PLANNED: "li->l"}, out_edges={GATED: "li->l"}, layered=true,
+                          schedule=dynamic)
+moe_down = call_device(moe_expert_down, tiles=(L, MAXDN), reads=(cfg, wtab, act_s, exp_indptr, sorted_w, dn_ptr),
+                       writes=(y_s,), in_edges={GATED: "li->l"}, out_edges={DONE: "li->l"}, layered=true,
+                       schedule=dynamic)
+moe_combine_residual = call_device(moe_combine_residual, tiles=(L, NH), reads=(cfg, y_s, pos, x_mid), writes=(x,),
+                                   in_edges={DONE: "ln->l"}, out_edges={X: "ln->(l+1)"}, layered=true)
+)evt";
+
+template <class T>
+bool erase_named(std::vector<T>& items, const std::string& name) {
+  return std::erase_if(items, [&](const T& x) { return x.name == name; }) == 1;
+}
+
+}  // namespace
+
+Expected<ir::Graph> moe_decode_graph(ir::Graph g) {
+  const bool found = erase_named(g.groups, "gate_up") && erase_named(g.groups, "down") &&
+                     erase_named(g.buffers, "act") && erase_named(g.events, "ACT");
+  if (!found) {
+    return error("{}: the MoE decode graph replaces the groups gate_up and down, the buffer act and the event ACT; "
+                 "one of them is missing",
+                 g.name);
+  }
+  g.name += "_moe";
+  return ir::parse_graph(ir::print_graph(g) + kMoeBlock, g.name);
+}
+
+void bind_moe_dims(const ModelConfig& c, const Tiling& t, int64_t tokens, std::map<std::string, int64_t>& dims) {
+  const int64_t experts = std::max<int64_t>(1, c.moe->num_experts);
+  const int64_t top_k = std::max<int64_t>(1, c.moe->num_experts_per_tok);
+  const int64_t routed = std::min(experts, tokens * top_k);  // experts that can get a token
+  dims["XE"] = experts;
+  dims["XK"] = top_k;
+  dims["XI"] = std::max(c.intermediate_size, c.moe->moe_intermediate_size);
+  dims["NR"] = ceil_div(experts, t.rows_e);
+  // A dense layer is one expert of intermediate_size.
+  dims["MAXGU"] = std::max(routed * ceil_div(c.moe->moe_intermediate_size, t.rows_xi),
+                           ceil_div(c.intermediate_size, t.rows_xi));
+  dims["MAXDN"] = routed * ceil_div(c.hidden_size, t.rows_h);
+}
+
+}  // namespace evt::model

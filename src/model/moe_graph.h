@@ -1,0 +1,28 @@
+#pragma once
+// The decode graph of a Qwen3-MoE model: the dense decode graph (graphs/dense_decode.evt.in) with
+// its MLP groups (gate_up, down) and their act buffer and ACT event replaced by the sparse block's
+// groups, events and buffers (docs/moe_decode.md): router tiles, a per-token top-k, a per-layer
+// plan that sorts the (token, slot) rows by expert, gate/up and down tiles that each work for
+// one routed expert (found in the plan's tables; the grids are bounded by the experts that can be
+// routed), and a combine that adds the weighted expert outputs to the residual. A dense layer of the model is one expert of weight 1. Derived from the dense graph
+// rather than written out again, so embedding, attention, the LM head and sampling stay the dense
+// graph's as it changes. The CPU backend runs it on the CPU executor with the registry's
+// references; no megakernel is generated from it yet.
+
+#include <map>
+#include <string>
+
+#include "ir/graph.h"
+#include "model/config.h"
+#include "model/decode_plan.h"
+#include "util/status.h"
+
+namespace evt::model {
+
+Expected<ir::Graph> moe_decode_graph(ir::Graph dense);
+
+// The MoE graph's dims for `config` (an MoE config), a tiling and a step of `tokens` tokens.
+void bind_moe_dims(const ModelConfig& config, const Tiling& tiling, int64_t tokens,
+                   std::map<std::string, int64_t>& dims);
+
+}  // namespace evt::model

@@ -1,0 +1,222 @@
+#pragma once
+// The inputs of the MoE block's tile tests (moe_block_test.cc on the CPU, moe_block_gpu_test.cc on
+// the GPU): a two-layer model, layer 0 dense and layer 1 sparse, its weights, every buffer of the
+// block by name, and the block's stages in the order the decode graph runs them.
+
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/llm/decode_config.h"
+#include "kernels/llm/warp_ops.h"
+#include "kernels/llm/weight_tiles.h"
+#include "kernels/registry.h"
+
+namespace evt::kernels::llm::testing {
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+// Every buffer of the block by name: f32 or i32 values, NaN/-7 poison, with its shape.
+struct Buffers {
+  struct Buf {
+    std::vector<int64_t> shape;
+    std::vector<float> f32;
+    std::vector<int32_t> i32;
+    std::vector<int64_t> i64;
+    BufferView view() {
+      void* data = !f32.empty() ? static_cast<void*>(f32.data())
+                   : !i32.empty() ? static_cast<void*>(i32.data())
+                                  : static_cast<void*>(i64.data());
+      int64_t n = 1;
+      for (int64_t d : shape) n *= d;
+      return BufferView{data, shape, n};
+    }
+  };
+  std::map<std::string, Buf> all;
+  Buf& add(const std::string& name, std::vector<int64_t> shape, char type) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    Buf& b = all[name];
+    b.shape = std::move(shape);
+    if (type == 'f') b.f32.assign(static_cast<size_t>(n), kNaN);
+    if (type == 'i') b.i32.assign(static_cast<size_t>(n), -7);
+    if (type == 'l') b.i64.assign(static_cast<size_t>(n), 0);
+    return b;
+  }
+  std::vector<BufferView> views(const std::vector<std::string>& names) {
+    std::vector<BufferView> v;
+    for (const std::string& n : names) v.push_back(all.at(n).view());
+    return v;
+  }
+  void poison(const std::vector<std::string>& names) {
+    for (const std::string& n : names) {
+      for (float& x : all.at(n).f32) x = kNaN;
+      for (int32_t& x : all.at(n).i32) x = -7;
+    }
+  }
+};
+
+// One stage of the block: its registry row, buffers, the tiles of a layer it runs ((l, 0..tiles),
+// or (l) when tiles is 0) and how close a body must come to the reference (0: bit for bit).
+struct MoeStage {
+  const char* row;
+  std::vector<std::string> reads, writes;
+  int64_t tiles;
+  double tol;
+};
+
+class MoeBlockCase {
+ public:
+  static constexpr int64_t kT = 5, kH = 48, kI = 40, kE = 6, kK = 2, kIM = 24, kXK = 2;
+  static constexpr int64_t kR = kT * kXK, kXI = 40, kMaxGu = 18, kMaxDn = 18, kNH = 3;
+
+  MoeBlockCase() {
+    std::mt19937 rng(11);
+    std::normal_distribution<float> d(0, 1);
+    auto bf16s = [&](int64_t n, float scale) {
+      std::vector<uint16_t> v(static_cast<size_t>(n));
+      for (uint16_t& x : v) x = f32_to_bf16(scale * d(rng));
+      return v;
+    };
+    auto tiled = [](const std::vector<uint16_t>& m, int64_t rows, int64_t cols, bool gate_up) {
+      std::vector<uint16_t> out(static_cast<size_t>(tiled_shape(rows, cols).bytes() / 2));
+      pack_tiled(rows, cols, [&](int64_t n) -> const uint16_t* {
+        if (!gate_up) return m.data() + n * cols;
+        bool up = false;
+        const int64_t r = gate_up_source_row(n, up);
+        return r < rows / 2 ? m.data() + (r + (up ? rows / 2 : 0)) * cols : nullptr;
+      }, out.data());
+      return out;
+    };
+    dense_gate_up = tiled(bf16s(2 * kI * kH, 0.3f), 2 * kI, kH, true);
+    dense_down = tiled(bf16s(kH * kI, 0.3f), kH, kI, false);
+    router = tiled(bf16s(kE * kH, 2.0f / std::sqrt(float(kH))), kE, kH, false);
+    for (int64_t e = 0; e < kE; ++e) {
+      const auto gu = tiled(bf16s(2 * kIM * kH, 0.3f), 2 * kIM, kH, true), dn = tiled(bf16s(kH * kIM, 0.3f), kH, kIM, false);
+      experts_gate_up.insert(experts_gate_up.end(), gu.begin(), gu.end());
+      experts_down.insert(experts_down.end(), dn.begin(), dn.end());
+    }
+    for (int l = 0; l < 2; ++l) {
+      norm[l] = bf16s(kH, 0.1f);
+      for (uint16_t& w : norm[l]) w = f32_to_bf16(1 + bf16_to_f32(w));
+    }
+    Buffers::Buf& cfg = b.add("cfg", {kCfgWords}, 'i');
+    std::fill(cfg.i32.begin(), cfg.i32.end(), 0);
+    cfg.i32[kCfgEpsBits] = std::bit_cast<int32_t>(1e-6f);
+    cfg.i32[kCfgRowsH] = 16;
+    cfg.i32[kCfgMoeRowsE] = 16;
+    cfg.i32[kCfgMoeRowsXI] = 8;
+    cfg.i32[kCfgMoeDenseInter] = kI;
+    cfg.i32[kCfgMoeNormTopk] = 1;
+    cfg.i32[kCfgMoeInter] = kIM;
+    cfg.i32[kCfgMoeTopK] = kK;
+    cfg.i32[kCfgMoeExperts] = kE;
+    b.add("wtab", {2, kWeightColumns}, 'l');
+    point_wtab(host_addresses());
+    Buffers::Buf& x_mid = b.add("x_mid", {kT, kH}, 'f');
+    for (float& v : x_mid.f32) v = d(rng);
+    b.add("router_logits", {kT, kE}, 'f');
+    b.add("route_ids", {kT, kXK}, 'i');
+    b.add("route_w", {kT, kXK}, 'f');
+    b.add("exp_indptr", {kE + 1}, 'i');
+    b.add("perm", {kR}, 'i');
+    b.add("sorted_w", {kR}, 'f');
+    b.add("pos", {kT, kXK}, 'i');
+    b.add("gu_ptr", {2, kE + 1}, 'i');
+    b.add("dn_ptr", {2, kE + 1}, 'i');
+    b.add("act_s", {kR, kXI}, 'f');
+    b.add("y_s", {kR, kH}, 'f');
+    b.add("x", {2, kT, kH}, 'f');
+    // Phase 1's buffers, for the chain comparison.
+    b.add("act", {kT, std::max(kI, kK * kIM)}, 'f');
+    b.add("x1", {2, kT, kH}, 'f');
+  }
+
+  std::vector<MoeStage> stages() const {
+    return {
+        {"moe_router", {"cfg", "wtab", "x_mid"}, {"router_logits"}, 1, 1e-4},
+        // From the same logits: the same experts and weights, bit for bit.
+        {"moe_topk", {"cfg", "wtab", "router_logits"}, {"route_ids", "route_w"}, kT, 0},
+        {"moe_plan", {"cfg", "wtab", "x_mid", "route_ids", "route_w"},
+         {"exp_indptr", "perm", "sorted_w", "pos", "gu_ptr", "dn_ptr"}, 0, 0},
+        {"moe_expert_gate_up", {"cfg", "wtab", "x_mid", "exp_indptr", "perm", "gu_ptr"}, {"act_s"}, kMaxGu, 1e-4},
+        {"moe_expert_down", {"cfg", "wtab", "act_s", "exp_indptr", "sorted_w", "dn_ptr"}, {"y_s"}, kMaxDn, 1e-4},
+        {"moe_combine_residual", {"cfg", "y_s", "pos", "x_mid"}, {"x"}, kNH, 1e-5},
+    };
+  }
+
+  // The weights, in the order point_wtab takes their addresses.
+  std::vector<const std::vector<uint16_t>*> weights() const {
+    return {&dense_gate_up, &dense_down, &router, &experts_gate_up, &experts_down, &norm[0], &norm[1]};
+  }
+  std::vector<int64_t> host_addresses() const {
+    std::vector<int64_t> a;
+    for (const std::vector<uint16_t>* w : weights()) a.push_back(static_cast<int64_t>(reinterpret_cast<uintptr_t>(w->data())));
+    return a;
+  }
+  // wtab with the weights at `a` (weights() order): host memory, or a device copy.
+  void point_wtab(const std::vector<int64_t>& a) {
+    std::vector<int64_t>& wtab = b.all.at("wtab").i64;
+    std::fill(wtab.begin(), wtab.end(), 0);
+    wtab[kWgateUp] = a[0];
+    wtab[kWdown] = a[1];
+    wtab[kWpostNorm] = a[5];
+    wtab[kWeightColumns + kWrouter] = a[2];
+    wtab[kWeightColumns + kWexpertsGateUp] = a[3];
+    wtab[kWeightColumns + kWexpertsDown] = a[4];
+    wtab[kWeightColumns + kWpostNorm] = a[6];
+  }
+
+  // Runs `fn` on tiles (l, 0..n), or on tile (l) when n is 0.
+  void run(CpuTileFn fn, int64_t l, int64_t n, const std::vector<std::string>& reads,
+           const std::vector<std::string>& writes) {
+    const std::vector<BufferView> r = b.views(reads), w = b.views(writes);
+    for (int64_t i = 0; i < std::max<int64_t>(n, 1); ++i) {
+      const int64_t tile[2] = {l, i};
+      fn(TileArgs{.tile = std::span<const int64_t>(tile, n == 0 ? 1 : 2), .reads = r, .writes = w});
+    }
+  }
+
+  // The reference's outputs of stage s on layer l, from the buffers as they are; they stay in
+  // the buffers (the next stage reads them) and come back poisoned-then-written.
+  std::map<std::string, Buffers::Buf> run_reference(const MoeStage& s, int64_t l) {
+    const TileFunction* fn = Registry::builtins().find(s.row);
+    EXPECT_NE(fn, nullptr) << s.row;
+    b.poison(s.writes);
+    if (fn != nullptr) run(fn->cpu, l, s.tiles, s.reads, s.writes);
+    std::map<std::string, Buffers::Buf> out;
+    for (const std::string& w : s.writes) out[w] = b.all.at(w);
+    return out;
+  }
+
+  Buffers b;
+  std::vector<uint16_t> dense_gate_up, dense_down, router, experts_gate_up, experts_down, norm[2];
+};
+
+// A body's outputs against the reference's: integers exactly; floats exactly or within
+// s.tol relative to the reference's magnitude; what the reference left poisoned, the body too.
+inline void expect_outputs_match(const MoeStage& s, const std::map<std::string, Buffers::Buf>& got,
+                                 const std::map<std::string, Buffers::Buf>& want) {
+  for (const std::string& w : s.writes) {
+    const Buffers::Buf &ours = got.at(w), &ref = want.at(w);
+    EXPECT_EQ(ours.i32, ref.i32) << w;
+    for (size_t i = 0; i < ref.f32.size(); ++i) {
+      if (std::isnan(ref.f32[i])) {
+        EXPECT_TRUE(std::isnan(ours.f32[i])) << w << "[" << i << "] written by the body only";
+      } else if (s.tol == 0) {
+        ASSERT_EQ(ours.f32[i], ref.f32[i]) << w << "[" << i << "]";
+      } else {
+        ASSERT_NEAR(ours.f32[i], ref.f32[i], s.tol * (1 + std::fabs(ref.f32[i]))) << w << "[" << i << "]";
+      }
+    }
+  }
+}
+
+}  // namespace evt::kernels::llm::testing

@@ -1,0 +1,120 @@
+// The MoE block's phase 2 tile functions (docs/moe_decode.md) on a two-layer model, layer 0
+// dense and layer 1 sparse: each stage's body (on the host's one-thread block, reading its weight
+// stream) against its registry row's reference on the same inputs, outputs poisoned first; the
+// bookkeeping and routing bit for bit, the projections within a float tolerance; and the whole
+// chain of references against phase 1's moe_gate_up + moe_down, which the MoE fixture ties to
+// Hugging Face.
+
+#include <gtest/gtest.h>
+
+#include "kernels/llm/moe_combine_residual.h"
+#include "kernels/llm/moe_expert_down.h"
+#include "kernels/llm/moe_expert_gate_up.h"
+#include "kernels/llm/moe_layout.h"
+#include "kernels/llm/moe_plan.h"
+#include "kernels/llm/moe_router.h"
+#include "kernels/llm/moe_topk.h"
+#include "kernels/moe_block_case.h"
+#include "kernels/tile_body.h"
+
+namespace evt::kernels::llm::testing {
+namespace {
+
+// The bodies on the host's one-thread block, by row.
+const std::map<std::string, CpuTileFn>& cpu_bodies() {
+  static const std::map<std::string, CpuTileFn> kBodies = {
+      {"moe_router", &run_body_on_cpu<&moe_router_body<SerialBlock>, 3, 1>},
+      {"moe_topk", &run_body_on_cpu<&moe_topk_body<SerialBlock>, 3, 2>},
+      {"moe_plan", &run_body_on_cpu<&moe_plan_body<SerialBlock>, 5, 6>},
+      {"moe_expert_gate_up", &run_body_on_cpu<&moe_expert_gate_up_body<SerialBlock>, 6, 1>},
+      {"moe_expert_down", &run_body_on_cpu<&moe_expert_down_body<SerialBlock>, 6, 1>},
+      {"moe_combine_residual", &run_body_on_cpu<&moe_combine_residual_body<SerialBlock>, 4, 1>},
+  };
+  return kBodies;
+}
+
+class MoeBlock : public ::testing::Test, public MoeBlockCase {};
+
+TEST_F(MoeBlock, BodiesMatchReferencesStageByStage) {
+  for (int64_t l : {0, 1}) {
+    for (const MoeStage& s : stages()) {
+      SCOPED_TRACE(std::string(s.row) + " layer " + std::to_string(l));
+      const TileFunction* fn = Registry::builtins().find(s.row);
+      ASSERT_NE(fn, nullptr);
+      ASSERT_EQ(fn->num_reads, static_cast<int>(s.reads.size()));
+      ASSERT_EQ(fn->num_writes, static_cast<int>(s.writes.size()));
+      b.poison(s.writes);
+      run(cpu_bodies().at(s.row), l, s.tiles, s.reads, s.writes);
+      std::map<std::string, Buffers::Buf> got;
+      for (const std::string& w : s.writes) got[w] = b.all.at(w);
+      ASSERT_NO_FATAL_FAILURE(expect_outputs_match(s, got, run_reference(s, l)));
+      if (l == 0 && std::string(s.row) == "moe_plan") {  // a dense layer: one expert, 5 tiles of its 40 rows
+        const std::vector<int32_t>& gu = b.all.at("gu_ptr").i32;
+        EXPECT_EQ(std::vector<int32_t>(gu.begin(), gu.begin() + 3), (std::vector<int32_t>{0, 5, 5}));
+      }
+    }
+  }
+  // Layer 1 is sparse: 10 (token, slot) rows over the experts, 3 gate/up tiles per routed expert.
+  const std::vector<int32_t>& gu = b.all.at("gu_ptr").i32;
+  EXPECT_EQ(b.all.at("exp_indptr").i32.back(), kT * kK);
+  int routed = 0;
+  for (int64_t e = 0; e < kE; ++e) routed += gu[kE + 1 + e + 1] > gu[kE + 1 + e];
+  EXPECT_GE(routed, 2);
+  EXPECT_EQ(gu[2 * (kE + 1) - 1], routed * 3);
+}
+
+TEST_F(MoeBlock, UnreleasedTilesAndDenseRoutersStreamNothing) {
+  b.all.at("gu_ptr").i32 = {0, 5, 5, 5, 5, 5, 5, 0, 3, 3, 6, 6, 6, 6};
+  b.all.at("exp_indptr").i32 = {0, 4, 4, 7, 7, 7, 7};
+  const std::vector<std::string> reads = {"cfg", "wtab", "x_mid", "exp_indptr", "perm", "gu_ptr"};
+  std::vector<DevBuffer> r(reads.size()), w(1);
+  for (size_t i = 0; i < reads.size(); ++i) {
+    const BufferView v = b.all.at(reads[i]).view();
+    r[i] = DevBuffer{.data = v.data, .rank = static_cast<int>(v.shape.size()), .numel = v.numel};
+    for (size_t k = 0; k < v.shape.size(); ++k) r[i].shape[k] = v.shape[k];
+  }
+  const BufferView act = b.all.at("act_s").view();
+  w[0] = DevBuffer{.data = act.data, .shape = {kR, kXI}, .rank = 2, .numel = act.numel};
+  const SerialBlock block(nullptr);
+  const int64_t released[2] = {1, 5}, unreleased[2] = {1, 6}, dense[2] = {0, 0};
+  const WeightStream s = moe_expert_gate_up_stream(block, released, r.data(), w.data());
+  EXPECT_GT(s.chunks(), 0);
+  // Tile 5 is expert 2's third: its rows start 16 outputs (two fused groups) into expert 2's matrix.
+  EXPECT_EQ(s.base, reinterpret_cast<const unsigned char*>(experts_gate_up.data() + 2 * expert_stride(2 * kIM, kH)));
+  EXPECT_EQ(s.g0, 2);
+  EXPECT_EQ(moe_expert_gate_up_stream(block, unreleased, r.data(), w.data()).chunks(), 0);
+  DevBuffer logits{.data = b.all.at("router_logits").f32.data(), .shape = {kT, kE}, .rank = 2, .numel = kT * kE};
+  EXPECT_EQ(moe_router_stream(block, dense, r.data(), &logits).chunks(), 0);
+}
+
+TEST_F(MoeBlock, ChainEqualsPhaseOneBlock) {
+  const Registry& reg = Registry::builtins();
+  auto cpu = [&](const char* name) { return reg.find(name)->cpu; };
+  for (int64_t l : {0, 1}) {
+    SCOPED_TRACE("layer " + std::to_string(l));
+    run(cpu("moe_router"), l, 1, {"cfg", "wtab", "x_mid"}, {"router_logits"});
+    run(cpu("moe_topk"), l, kT, {"cfg", "wtab", "router_logits"}, {"route_ids", "route_w"});
+    const std::vector<int32_t> ids2 = b.all.at("route_ids").i32;
+    const std::vector<float> w2 = b.all.at("route_w").f32;
+    run(cpu("moe_plan"), l, 0, {"cfg", "wtab", "x_mid", "route_ids", "route_w"},
+        {"exp_indptr", "perm", "sorted_w", "pos", "gu_ptr", "dn_ptr"});
+    run(cpu("moe_expert_gate_up"), l, kMaxGu, {"cfg", "wtab", "x_mid", "exp_indptr", "perm", "gu_ptr"}, {"act_s"});
+    run(cpu("moe_expert_down"), l, kMaxDn, {"cfg", "wtab", "act_s", "exp_indptr", "sorted_w", "dn_ptr"}, {"y_s"});
+    run(cpu("moe_combine_residual"), l, kNH, {"cfg", "y_s", "pos", "x_mid"}, {"x"});
+
+    run(cpu("moe_gate_up"), l, kT, {"cfg", "wtab", "x_mid"}, {"act", "route_ids", "route_w"});
+    // Phase 1 routes from its own logits in double, phase 2 from the float logits buffer.
+    EXPECT_EQ(b.all.at("route_ids").i32, ids2);
+    for (size_t i = 0; i < w2.size(); ++i) EXPECT_NEAR(b.all.at("route_w").f32[i], w2[i], 1e-6) << i;
+    run(cpu("moe_down"), l, kNH, {"cfg", "wtab", "act", "route_ids", "route_w", "x_mid"}, {"x1"});
+    const std::vector<float>&ours = b.all.at("x").f32, &phase1 = b.all.at("x1").f32;
+    const size_t half = static_cast<size_t>(kT * kH), base = (l + 1) % 2 * half;
+    for (size_t i = base; i < base + half; ++i) {
+      ASSERT_TRUE(std::isfinite(ours[i])) << i;
+      ASSERT_NEAR(ours[i], phase1[i], 1e-5 * (1 + std::fabs(phase1[i]))) << i;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace evt::kernels::llm::testing
