@@ -1,6 +1,9 @@
 #pragma once
 // Definitions of CudaLaunch (cuda_launch.h): include from the .cu file that instantiates a graph.
 
+#include <algorithm>
+#include <cstdlib>
+
 #include "kernels/weight_stream.h"
 #include "runtime/megakernel/cuda_launch.h"
 #include "runtime/megakernel/cuda_worker.cuh"
@@ -60,8 +63,19 @@ cudaError_t CudaLaunch<MK>::blocks_per_sm(int* blocks) {
   return cudaSuccess;
 }
 
+// The most stages a ring may take: kMaxRingStages, or fewer from EVT_RING_STAGES (a tuning
+// knob: the bytes every SM keeps in flight also lengthen the queues the bodies' own loads wait in).
+inline int ring_stage_cap() {
+  static const int cap = [] {
+    const char* v = std::getenv("EVT_RING_STAGES");
+    const int n = v != nullptr ? std::atoi(v) : 0;
+    return n >= 1 && n < kMaxRingStages ? n : kMaxRingStages;
+  }();
+  return cap;
+}
+
 // A launch's arguments with its shared memory laid out: the scratch it asks for (within what the
-// kernel allows; 0 for the most), and the weight ring in what is left, at most kMaxRingStages.
+// kernel allows; 0 for the most), and the weight ring in what is left, at most ring_stage_cap().
 // Returns the dynamic shared memory bytes.
 template <class MK>
 int layout_shared_memory(LaunchArgs& a) {
@@ -70,7 +84,7 @@ int layout_shared_memory(LaunchArgs& a) {
   a.ring_stages = 0;
   if constexpr (MK::has_streams) {
     const int64_t fit = (CudaLaunch<MK>::kDynamicBytes - scratch) / kernels::kChunkBytes;
-    a.ring_stages = static_cast<int>(fit < kMaxRingStages ? fit : kMaxRingStages);
+    a.ring_stages = static_cast<int>(std::min<int64_t>(fit, ring_stage_cap()));
   }
   return scratch + a.ring_stages * static_cast<int>(kernels::kChunkBytes);
 }
