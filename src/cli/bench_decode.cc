@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cmath>
 #include <memory>
 #include <random>
 
@@ -54,9 +55,20 @@ double read_bandwidth_tbps() {
   return tbps;
 }
 
-int64_t weight_bytes(const model::ModelConfig& c) {
+// The weight bytes a step of `batch` tokens reads: every tensor, except in a sparse MoE layer only
+// the experts its tokens choose. Which those are depends on routing; the floor counts the
+// distinct experts expected when each token picks top-k of E uniformly, E (1 - (1 - k / E)^B)
+// (the random-weight router routes close to uniformly).
+int64_t weight_bytes(const model::ModelConfig& c, int64_t batch) {
   int64_t bytes = 0;
   for (const auto& spec : model::model_tensor_specs(c)) bytes += static_cast<int64_t>(spec.size_bytes());
+  if (!c.has_moe_layers()) return bytes;
+  const double experts = static_cast<double>(c.moe->num_experts), k = static_cast<double>(c.moe->num_experts_per_tok);
+  const double unread = experts * std::pow(1 - k / experts, static_cast<double>(batch));
+  const int64_t expert_bytes = 3 * c.hidden_size * c.moe->moe_intermediate_size * 2;
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    if (c.is_moe_layer(l)) bytes -= static_cast<int64_t>(unread * static_cast<double>(expert_bytes));
+  }
   return bytes;
 }
 
@@ -114,7 +126,7 @@ void run_bench_decode(const BenchDecodeArgs& a) {
                                                      out.status().message()));
             if (r >= 0) ms.push_back(out->device_ms);
           }
-          if (!a.trace_prefix.empty() && (*exec == model::Exec::kMegakernel || *exec == model::Exec::kMegakernelDynamic)) {
+          if (!a.trace_prefix.empty() && model::is_megakernel(*exec)) {
             // One more step, traced and untimed (recording costs time).
             const std::string file = fmt::format("{}-{}-B{}-ctx{}-{}.json", a.trace_prefix, preset, batch, ctx, exec_text);
             Status traced = (*decoder)->trace_next_step(file);
@@ -122,7 +134,8 @@ void run_bench_decode(const BenchDecodeArgs& a) {
             if (!traced.ok()) fail(kFailed, fmt::format("trace {}: {}", file, traced.message()));
           }
           const int64_t kv_bytes = batch * (ctx + 1) * c.num_layers * 2 * c.num_kv_heads * c.head_dim * 2;
-          const double floor_ms = static_cast<double>(weight_bytes(c) + kv_bytes) / (tbps * 1e12) * 1e3;
+          const int64_t read = weight_bytes(c, batch);
+          const double floor_ms = static_cast<double>(read + kv_bytes) / (tbps * 1e12) * 1e3;
           const double step_ms = median(ms);
           fmt::print("{:<14} {:>4} {:>6} {:<20} {:>9.3f} {:>9.3f} {:>8.2f}\n", preset, batch, ctx, exec_text, step_ms,
                      floor_ms, step_ms / floor_ms);
@@ -133,7 +146,7 @@ void run_bench_decode(const BenchDecodeArgs& a) {
                              {"median_ms", step_ms},
                              {"floor_ms", floor_ms},
                              {"latency_over_floor", step_ms / floor_ms},
-                             {"weight_bytes", weight_bytes(c)},
+                             {"weight_bytes", read},
                              {"kv_bytes", kv_bytes},
                              {"reps", a.reps}});
         }
@@ -165,7 +178,8 @@ void add_bench_decode_command(CLI::App& bench) {
       "decode",
       "Decode-step latency on the GPU for real model shapes with random weights: the median device time of one "
       "step per (model, batch, context, exec mode), against the floor (weight bytes + KV bytes read) / the "
-      "streaming-read bandwidth measured in the same run");
+      "streaming-read bandwidth measured in the same run. For an MoE model the floor reads the experts that B tokens "
+      "are expected to choose under uniform routing");
   cmd->add_option("--preset", o->presets, fmt::format("model shapes, comma-separated: {}", fmt::join(model::preset_names(), ", ")))
       ->delimiter(',')
       ->required();
@@ -175,7 +189,7 @@ void add_bench_decode_command(CLI::App& bench) {
   cmd->add_option("--ctx", o->contexts, "cached positions per sequence, comma-separated")
       ->delimiter(',')
       ->capture_default_str();
-  cmd->add_option("--exec", o->execs, "exec modes, comma-separated: megakernel, megakernel-dynamic, kernels, graphs")
+  cmd->add_option("--exec", o->execs, "exec modes, comma-separated: megakernel, megakernel-dynamic, megakernel-mixed, kernels, graphs")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--reps", o->reps, "timed steps per measurement (the median is reported)")

@@ -28,8 +28,12 @@ struct TileFunction {
   // Optional: the task's weight stream (kernels/weight_stream.h), which the GPU's loader warp
   // copies into shared memory ahead of the body, across its wait; the body reads it through
   // b.weights(stream). Signature: WeightStream f(const Block&, tile, reads, writes); it may read
-  // only what no awaited event guards (cfg, weights, buffer shapes).
+  // only what no awaited event guards (cfg, weights, buffer shapes), unless stream_after_wait.
   std::string device_stream;
+  // The stream reads buffers an awaited event guards (a routed expert's tile finds its expert in
+  // the plan's tables): the loader learns each task from the block's leader after its wait, as
+  // it does a range-triggered task's, so its weights are not fetched across the wait.
+  bool stream_after_wait = false;
   double relative_cost = 1;  // cost estimate used by the static list scheduler
 };
 

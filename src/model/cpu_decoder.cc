@@ -8,11 +8,9 @@
 
 #include "ir/text_form.h"
 #include "ir/tile_graph.h"
-#include "megakernels/dense_decode_d128.h"
-#include "megakernels/dense_decode_d64.h"
 #include "model/decode_buffers.h"
+#include "model/decode_megakernels.h"
 #include "model/decode_weights.h"
-#include "model/moe_graph.h"
 #include "model/rope.h"
 #include "runtime/cpu/executor.h"
 
@@ -142,9 +140,7 @@ class CpuDecoder final : public Decoder {
     }
     typename mk::CpuMegakernel<MK>::Options o;
     o.workers = options_.workers;
-    o.schedule = options_.exec == Exec::kMegakernelDynamic ? mk::kDynamic
-                 : options_.exec == Exec::kKernels         ? mk::kKernels
-                                                           : mk::kStatic;
+    o.schedule = schedule_of(options_.exec);
     EVT_RETURN_IF_ERROR(megakernel_.run(p, o));
     const auto view = [&](const char* name) {
       const int b = buffer_index<MK>(name);
@@ -171,10 +167,7 @@ class CpuDecoder final : public Decoder {
 
 template <class MK>
 Expected<std::unique_ptr<Decoder>> make(std::shared_ptr<const LoadedModel> model, const CpuDecoderOptions& o) {
-  EVT_ASSIGN_OR_RETURN(ir::Graph graph, ir::parse_graph(MK::graph_text(), "dense decode graph"));
-  if (model->config.has_moe_layers()) {
-    EVT_ASSIGN_OR_RETURN(graph, moe_decode_graph(std::move(graph)));
-  }
+  EVT_ASSIGN_OR_RETURN(ir::Graph graph, ir::parse_graph(MK::graph_text(), "decode graph"));
   EVT_ASSIGN_OR_RETURN(const std::vector<DecodeWeight> weights, decode_weights(model->config, &model->weights));
   return std::unique_ptr<Decoder>(std::make_unique<CpuDecoder<MK>>(std::move(model), o, std::move(graph), weights));
 }
@@ -189,13 +182,7 @@ Expected<std::unique_ptr<Decoder>> make_cpu_decoder(std::shared_ptr<const Loaded
     return error("KV cache: page size {} and pages {} must be positive", options.kv.page_size, options.kv.pages);
   }
   EVT_RETURN_IF_ERROR(check_decodable(model->config));
-  if (model->config.has_moe_layers() && options.exec != Exec::kReference) {
-    return error("{}: the MoE blocks of {} run on the CPU executor only for now (--exec reference, not {}): their "
-                 "tile functions have no megakernel bodies yet",
-                 model->dir.string(), hf_architecture_name(model->config.architecture), exec_name(options.exec));
-  }
-  if (model->config.head_dim == 64) return make<generated::dense_decode_d64::Megakernel>(std::move(model), options);
-  return make<generated::dense_decode_d128::Megakernel>(std::move(model), options);
+  return with_decode_megakernel(model->config, [&]<class MK>() { return make<MK>(std::move(model), options); });
 }
 
 }  // namespace evt::model

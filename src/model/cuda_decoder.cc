@@ -7,10 +7,9 @@
 #include <cstring>
 #include <utility>
 
-#include "megakernels/dense_decode_d128.h"
-#include "megakernels/dense_decode_d64.h"
-#include "model/decode_buffers.h"
 #include "kernels/llm/sample.h"
+#include "model/decode_buffers.h"
+#include "model/decode_megakernels.h"
 #include "model/decode_weights.h"
 #include "model/random_fill_cuda.h"
 #include "model/rope.h"
@@ -143,7 +142,7 @@ class CudaDecoder final : public Decoder {
   DecoderStats stats() const override { return stats_; }
 
   Status trace_next_step(const std::string& path) override {
-    if (options_.exec != Exec::kMegakernel && options_.exec != Exec::kMegakernelDynamic) {
+    if (!is_megakernel(options_.exec)) {
       return error("--exec {}: traces cover the megakernel modes only", exec_name(options_.exec));
     }
     trace_path_ = path;
@@ -175,9 +174,7 @@ class CudaDecoder final : public Decoder {
     EVT_RETURN_IF_ERROR(bind(p, inputs));
     typename mk::CudaMegakernel<MK>::Options o;
     o.stream = stream_;
-    o.schedule = options_.exec == Exec::kMegakernelDynamic ? mk::kDynamic
-                 : options_.exec == Exec::kMegakernel      ? mk::kStatic
-                                                           : mk::kKernels;
+    o.schedule = schedule_of(options_.exec);
     o.cuda_graph = replay;
     o.blocks = blocks();
     o.scratch_bytes = static_cast<int>(plan.scratch_bytes);
@@ -345,12 +342,9 @@ Expected<std::unique_ptr<Decoder>> make(const ModelConfig& config, std::shared_p
     return error("graph buckets must be a non-empty ascending list");
   }
   EVT_RETURN_IF_ERROR(check_decodable(config));
-  EVT_RETURN_IF_ERROR(check_cuda_decodable(
-      config, model ? model->dir.string() : fmt::format("random {}", architecture_name(config.architecture))));
-  if (config.head_dim == 64) {
-    return CudaDecoder<generated::dense_decode_d64::Megakernel>::create(config, std::move(model), seed, o);
-  }
-  return CudaDecoder<generated::dense_decode_d128::Megakernel>::create(config, std::move(model), seed, o);
+  return with_decode_megakernel(config, [&]<class MK>() {
+    return CudaDecoder<MK>::create(config, std::move(model), seed, o);
+  });
 }
 
 }  // namespace

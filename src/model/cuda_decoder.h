@@ -12,7 +12,7 @@
 namespace evt::model {
 
 struct CudaDecoderOptions {
-  Exec exec = Exec::kMegakernel;  // megakernel, megakernel-dynamic, kernels or graphs
+  Exec exec = Exec::kMegakernel;  // megakernel, megakernel-dynamic, megakernel-mixed, kernels or graphs
   int device = 0;
   int blocks = 0;  // megakernel grid (at most the co-resident blocks); 0: every co-resident block
   KvGeometry kv{16, 1024};  // pages 0: kv_fraction of the GPU memory free after the weights

@@ -7,9 +7,18 @@
 #include <vector>
 
 #include "model/decode_plan.h"
+#include "model/decoder.h"
 #include "runtime/megakernel/instance.h"
 
 namespace evt::model {
+
+// The generated code's schedule of a mode that runs it (every mode but the reference).
+constexpr mk::Schedule schedule_of(Exec e) {
+  return e == Exec::kMegakernelDynamic ? mk::kDynamic
+         : e == Exec::kMegakernelMixed ? mk::kPerGroup
+         : e == Exec::kMegakernel      ? mk::kStatic
+                                       : mk::kKernels;
+}
 
 template <class MK>
 Expected<std::vector<int64_t>> ordered_dims(const StepPlan& plan) {

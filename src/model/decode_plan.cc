@@ -51,13 +51,6 @@ Status check_decodable(const ModelConfig& c) {
   return Status();
 }
 
-Status check_cuda_decodable(const ModelConfig& c, std::string_view model) {
-  if (!c.has_moe_layers()) return Status();
-  return error("{}: {} ({} experts, top-{}) is a mixture-of-experts model, which runs on the CPU backend only for "
-               "now (--device cpu --exec reference): its MoE tile functions have no CUDA bodies yet",
-               model, hf_architecture_name(c.architecture), c.moe->num_experts, c.moe->num_experts_per_tok);
-}
-
 namespace {
 
 // Rows per tile when `rows` outputs are cut into tiles for `workers`: whole weight groups of
@@ -209,6 +202,11 @@ Expected<StepPlan> plan_step(const ModelConfig& c, const Tiling& tiling, const K
   gemv(c.hidden_size, tiling.rows_i / 8, tokens);
   gemv(c.intermediate_size, tiling.rows_h / llm::kTileRows, tokens);
   gemv(c.hidden_size, tiling.rows_v / llm::kTileRows, seqs);
+  if (c.has_moe_layers()) {  // router, an expert's gate/up and down (an expert may get every token)
+    gemv(c.hidden_size, tiling.rows_e / llm::kTileRows, tokens);
+    gemv(c.hidden_size, tiling.rows_xi / 8, tokens);
+    gemv(std::max(c.intermediate_size, c.moe->moe_intermediate_size), tiling.rows_h / llm::kTileRows, tokens);
+  }
   plan.scratch_bytes = std::min<int64_t>(round_up(scratch, 1024), llm::kDecodeScratchBytes);
   auto& cfg = plan.cfg;
   cfg[llm::kCfgLayers] = static_cast<int32_t>(c.num_layers);

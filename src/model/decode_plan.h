@@ -92,8 +92,4 @@ bool decode_head_dim_supported(int64_t head_dim);
 // weight loads).
 Status check_decodable(const ModelConfig& config);
 
-// What the CUDA backend adds: the dense decode megakernel only. A model with sparse MoE layers
-// is refused (naming `model`): their tile functions have CPU references but no device bodies yet.
-Status check_cuda_decodable(const ModelConfig& config, std::string_view model);
-
 }  // namespace evt::model

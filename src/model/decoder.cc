@@ -6,10 +6,11 @@
 namespace evt::model {
 
 namespace {
-constexpr std::array<std::pair<Exec, std::string_view>, 5> kExecNames = {{
+constexpr std::array<std::pair<Exec, std::string_view>, 6> kExecNames = {{
     {Exec::kReference, "reference"},
     {Exec::kMegakernel, "megakernel"},
     {Exec::kMegakernelDynamic, "megakernel-dynamic"},
+    {Exec::kMegakernelMixed, "megakernel-mixed"},
     {Exec::kKernels, "kernels"},
     {Exec::kGraphs, "graphs"},
 }};

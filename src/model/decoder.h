@@ -21,9 +21,14 @@ enum class Exec {
   kReference,          // CPU executor + CPU references (CPU only)
   kMegakernel,         // one persistent kernel per step, static per-SM queues
   kMegakernelDynamic,  // one persistent kernel per step, on-device ready queue
+  kMegakernelMixed,    // one persistent kernel per step, each group as the graph says (MoE experts dynamic)
   kKernels,            // one launch per task group per layer
   kGraphs,             // the kernels mode captured as CUDA graphs per token-count bucket (CUDA only)
 };
+// One persistent kernel per step: the modes a trace covers.
+constexpr bool is_megakernel(Exec e) {
+  return e == Exec::kMegakernel || e == Exec::kMegakernelDynamic || e == Exec::kMegakernelMixed;
+}
 std::string_view exec_name(Exec e);
 std::optional<Exec> parse_exec(std::string_view name);
 // Every name parse_exec takes, for --help and error messages.

@@ -1,16 +1,15 @@
-// The engine tests (engine_test.cc) on the CPU backend: the generated megakernel on 3 threads,
-// and the executor with the references for the MoE fixture.
+// The engine tests (engine_test.cc) on the CPU backend: the generated megakernels on 3 threads
+// (the MoE fixture's with its expert tiles from the ready queue).
 
 #include "engine/engine_test.h"
 #include "model/cpu_decoder.h"
 
 namespace evt::engine::testing {
 
-// The MoE fixture on the executor: its sparse blocks have no megakernel bodies yet.
 std::vector<EngineCase> engine_test_cases() {
   return {{"qwen3-tiny", model::Exec::kMegakernel},
           {"llama-tiny", model::Exec::kMegakernel},
-          {"qwen3-moe-tiny", model::Exec::kReference}};
+          {"qwen3-moe-tiny", model::Exec::kMegakernelMixed}};
 }
 
 Expected<std::unique_ptr<model::Decoder>> make_engine_decoder(std::shared_ptr<const model::LoadedModel> model,

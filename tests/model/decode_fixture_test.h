@@ -1,5 +1,5 @@
 #pragma once
-// The dense decode graph against the Hugging Face fixtures (tests/fixtures/README.md): exact
+// The decode graphs against the Hugging Face fixtures (tests/fixtures/README.md): exact
 // greedy tokens and logits within the fixture's tolerance, each prompt alone and all prompts in
 // one ragged batch. The tests (decode_test.cc) are the same for every backend; each test binary
 // instantiates them for its backend's exec modes and says how to make its decoder.
@@ -8,7 +8,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <memory>
+#include <vector>
 
 #include "model/decoder.h"
 #include "model/fixture_reference.h"
@@ -24,6 +26,15 @@ struct Case {
   std::string fixture;
   Exec exec;
 };
+
+// Every fixture (dense Qwen3, Llama-3, Qwen3-MoE) in each of `execs`.
+inline std::vector<Case> fixture_cases(std::initializer_list<Exec> execs) {
+  std::vector<Case> cases;
+  for (const char* fixture : {"qwen3-tiny", "llama-tiny", "qwen3-moe-tiny"}) {
+    for (Exec exec : execs) cases.push_back({fixture, exec});
+  }
+  return cases;
+}
 
 inline std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   std::string name = info.param.fixture + "_" + std::string(exec_name(info.param.exec));

@@ -645,13 +645,15 @@ void Emitter::emit_group_geometry() {
   }, "false");
   // A streamed group whose tasks the loader learns of from the leader under the static and
   // kernels schedules: a range trigger decides, at the wait, whether a task runs, and its stream
-  // may read the index buffers the trigger read.
+  // may read the index buffers the trigger read; a stream_after_wait stream reads what the wait
+  // guards.
   emit_switch("bool group_announced(int group)", "group", g_.groups.size(), [&](size_t g) {
     const ir::TaskGroup& group = g_.groups[g];
+    const kernels::TileFunction& fn = *registry_.find(group.function);
     const bool triggered = std::any_of(group.in_edges.begin(), group.in_edges.end(), [](const ir::Edge& e) {
       return e.map.kind == ir::EdgeMap::Kind::kRangeTrigger;
     });
-    return triggered && !registry_.find(group.function)->device_stream.empty() ? "true" : "false";
+    return (triggered || fn.stream_after_wait) && !fn.device_stream.empty() ? "true" : "false";
   }, "false");
   line("");
 }

@@ -36,6 +36,7 @@ EVT_REGISTER_TILE_FUNCTION(moe_expert_down, TileFunction{
     .cpu = moe_expert_down_reference,
     .device_body = "evt::kernels::llm::moe_expert_down_body", .device_header = "kernels/llm/moe_expert_down.h",
     .device_stream = "evt::kernels::llm::moe_expert_down_stream",
+    .stream_after_wait = true,  // the expert is in the plan's tables
     .relative_cost = 1});
 
 }  // namespace evt::kernels::llm

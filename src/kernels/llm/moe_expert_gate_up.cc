@@ -49,6 +49,7 @@ EVT_REGISTER_TILE_FUNCTION(moe_expert_gate_up, TileFunction{
     .cpu = moe_expert_gate_up_reference,
     .device_body = "evt::kernels::llm::moe_expert_gate_up_body", .device_header = "kernels/llm/moe_expert_gate_up.h",
     .device_stream = "evt::kernels::llm::moe_expert_gate_up_stream",
+    .stream_after_wait = true,  // the expert is in the plan's tables
     .relative_cost = 2});
 
 }  // namespace evt::kernels::llm
