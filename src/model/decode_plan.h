@@ -51,7 +51,8 @@ struct Tiling {
   int64_t qkv_splits = 1;  // KQ
   int64_t kv_split_len = 256;
   int64_t rows_e = 16;     // MoE router (moe_graph.h)
-  int64_t rows_xi = 8;     // MoE expert gate/up: rows of an expert's width
+  int64_t rows_xi = 8;     // MoE expert gate/up of a sparse layer: rows of an expert's width
+  int64_t rows_dn = 16;    // MoE expert down of a sparse layer: rows of H
 };
 Tiling default_tiling(const ModelConfig& config, int64_t tokens, int64_t longest_context, int workers);
 

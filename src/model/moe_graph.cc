@@ -13,7 +13,9 @@ namespace {
 // once its MLP groups are gone. It reads x_mid and MID and writes x and X as they did. Its edges
 // are affine: the IR's cycle check takes a data-dependent edge as a dependency on every task of
 // the producer group, across layers, which closes a cycle through the layer chain (the design
-// note says what it will take).
+// note says what it will take). moe_topk is not inline: an inline group's tasks go to the worker
+// whose notification released them, and RLOG releases all T of a layer's at once, more than a
+// worker's inline queue holds in a prefill step.
 constexpr const char* kMoeBlock = R"evt(
 XE = dim()      # experts of a sparse layer (a dense layer is one)
 XK = dim()      # route slots per token: top-k
@@ -43,7 +45,7 @@ DONE = event((L,), wait_count=MAXDN)
 moe_router = call_device(moe_router, tiles=(L, NR), reads=(cfg, wtab, x_mid), writes=(router_logits,),
                          in_edges={MID: "ln->l"}, out_edges={RLOG: "ln->l"}, layered=true)
 moe_topk = call_device(moe_topk, tiles=(L, T), reads=(cfg, wtab, router_logits), writes=(route_ids, route_w),
-                       in_edges={RLOG: "lt->l"}, out_edges={ROUTED: "lt->l"}, layered=true, schedule=inline)
+                       in_edges={RLOG: "lt->l"}, out_edges={ROUTED: "lt->l"}, layered=true)
 moe_plan = call_device(moe_plan, tiles=(L,), reads=(cfg, wtab, x_mid, route_ids, route_w),
                        writes=(exp_indptr, perm, sorted_w, pos, gu_ptr, dn_ptr),
                        in_edges={ROUTED: "l->l"}, out_edges={PLANNED: "l->l"}, layered=true)
@@ -85,10 +87,10 @@ void bind_moe_dims(const ModelConfig& c, const Tiling& t, int64_t tokens, std::m
   dims["XK"] = top_k;
   dims["XI"] = std::max(c.intermediate_size, c.moe->moe_intermediate_size);
   dims["NR"] = ceil_div(experts, t.rows_e);
-  // A dense layer is one expert of intermediate_size.
+  // A dense layer is one expert of intermediate_size, tiled as the dense MLP (moe_layout.h).
   dims["MAXGU"] = std::max(routed * ceil_div(c.moe->moe_intermediate_size, t.rows_xi),
-                           ceil_div(c.intermediate_size, t.rows_xi));
-  dims["MAXDN"] = routed * ceil_div(c.hidden_size, t.rows_h);
+                           ceil_div(c.intermediate_size, t.rows_i));
+  dims["MAXDN"] = std::max(routed * ceil_div(c.hidden_size, t.rows_dn), ceil_div(c.hidden_size, t.rows_h));
 }
 
 }  // namespace evt::model

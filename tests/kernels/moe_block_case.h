@@ -110,9 +110,11 @@ class MoeBlockCase {
     Buffers::Buf& cfg = b.add("cfg", {kCfgWords}, 'i');
     std::fill(cfg.i32.begin(), cfg.i32.end(), 0);
     cfg.i32[kCfgEpsBits] = std::bit_cast<int32_t>(1e-6f);
-    cfg.i32[kCfgRowsH] = 16;
-    cfg.i32[kCfgMoeRowsE] = 16;
+    cfg.i32[kCfgRowsH] = 16;  // the dense layer's tiles
+    cfg.i32[kCfgRowsI] = 8;
+    cfg.i32[kCfgMoeRowsE] = 16;  // the sparse layer's
     cfg.i32[kCfgMoeRowsXI] = 8;
+    cfg.i32[kCfgMoeRowsDn] = 16;
     cfg.i32[kCfgMoeDenseInter] = kI;
     cfg.i32[kCfgMoeNormTopk] = 1;
     cfg.i32[kCfgMoeInter] = kIM;

@@ -27,6 +27,9 @@ TEST(MoeBackends, RefusesMoreExpertsThanTheTileFunctionsTake) {
   ModelConfig many = (*model)->config;
   many.moe->num_experts = 257;
   EXPECT_EQ(check_decodable(many).message(), "257 experts per layer: the MoE tile functions take at most 256");
+  ModelConfig wide = (*model)->config;
+  wide.moe->num_experts_per_tok = 17;
+  EXPECT_EQ(check_decodable(wide).message(), "17 experts per token: the MoE tile functions take at most 16");
 }
 
 }  // namespace

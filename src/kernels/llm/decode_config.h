@@ -35,8 +35,9 @@ enum Cfg : int {
   kCfgHeadDim,        // D
   // Qwen3-MoE (model/moe_graph.h); 0 in a dense model. From the end, so that the dense words
   // above can grow without moving these.
+  kCfgMoeRowsDn = 24,      // rows of H per moe_expert_down tile of a sparse layer: a multiple of 16
   kCfgMoeRowsE = 25,       // experts per moe_router tile: a multiple of 16 (docs/moe_decode.md)
-  kCfgMoeRowsXI = 26,      // rows of an expert's width per moe_expert_gate_up tile: a multiple of 8
+  kCfgMoeRowsXI = 26,      // rows of a sparse layer's expert width per moe_expert_gate_up tile: a multiple of 8
   kCfgMoeDenseInter = 27,  // intermediate_size of the model's dense layers (its sparse ones have experts)
   kCfgMoeNormTopk = 28,  // 1: the top-k routing weights are renormalized to sum to 1
   kCfgMoeInter = 29,     // moe_intermediate_size

@@ -19,7 +19,7 @@ EVT_HD inline auto moe_expert_down_job(const int64_t* tile, const DevBuffer* rea
   const int32_t* indptr = reads[3].as<const int32_t>();
   const int64_t e = moe_tile_expert(ptr, experts, tile[1]);
   const int64_t p0 = e < 0 ? 0 : indptr[e];
-  const Range rows = e < 0 ? Range{0, 0} : tile_range(tile[1] - ptr[e], cfg[kCfgRowsH], hidden);
+  const Range rows = e < 0 ? Range{0, 0} : tile_range(tile[1] - ptr[e], moe_down_rows(cfg, m.sparse()), hidden);
   const float* w = reads[4].as<const float>() + p0;
   float* out = writes[0].as<float>() + p0 * hidden;
   const GemvInput in{.x = reads[2].as<const float>() + p0 * width, .ld = width,

@@ -26,7 +26,7 @@ void moe_expert_gate_up_reference(const TileArgs& a) {
   const int64_t e = ref_tile_expert(gu_ptr.as<const int32_t>() + l * (experts + 1), experts, a.tile[1]);
   if (e < 0) return;
   const int64_t first = a.tile[1] - gu_ptr.as<const int32_t>()[l * (experts + 1) + e];
-  const int64_t per_tile = cfg_at(cfg, kCfgMoeRowsXI);
+  const int64_t per_tile = moe_gate_up_rows(cfg.as<const int32_t>(), m.sparse());
   const TiledMatrix w = ref_tiled(m.expert_gate_up(e), 2 * m.inter);
   for (int64_t p = indptr.as<const int32_t>()[e]; p < indptr.as<const int32_t>()[e + 1]; ++p) {
     const int64_t t = perm.as<const int32_t>()[p];

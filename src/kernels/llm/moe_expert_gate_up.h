@@ -34,7 +34,7 @@ EVT_HD inline auto moe_expert_gate_up_job(const int64_t* tile, const DevBuffer* 
   const int32_t* indptr = reads[3].as<const int32_t>();
   const int64_t e = moe_tile_expert(ptr, experts, tile[1]);
   const int64_t p0 = e < 0 ? 0 : indptr[e];
-  const Range rows = e < 0 ? Range{0, 0} : tile_range(tile[1] - ptr[e], cfg[kCfgMoeRowsXI], m.inter);
+  const Range rows = e < 0 ? Range{0, 0} : tile_range(tile[1] - ptr[e], moe_gate_up_rows(cfg, m.sparse()), m.inter);
   float* out = writes[0].as<float>() + p0 * width;
   const GemvInput in{.x = reads[2].as<const float>(), .ld = hidden, .tokens = e < 0 ? 0 : indptr[e + 1] - p0,
                      .rows = reads[4].as<const int32_t>() + p0,

@@ -20,6 +20,14 @@ namespace evt::kernels::llm {
 // The most experts a sparse layer may have: moe_plan's body counts them in registers' worth of
 // local arrays (Qwen3-MoE models have 128).
 inline constexpr int64_t kMaxMoeExperts = 256;
+// The most experts a token is routed to (moe_topk keeps them in registers).
+inline constexpr int64_t kMaxMoeTopK = 16;
+
+// Output rows per gate/up and per down tile of a layer's experts: a sparse layer's are tiled so that
+// the experts a step can route to fill the workers, a dense layer's one expert (every token) as
+// the dense model's MLP is.
+EVT_HD inline int64_t moe_gate_up_rows(const int32_t* cfg, bool sparse) { return cfg[sparse ? kCfgMoeRowsXI : kCfgRowsI]; }
+EVT_HD inline int64_t moe_down_rows(const int32_t* cfg, bool sparse) { return cfg[sparse ? kCfgMoeRowsDn : kCfgRowsH]; }
 
 // bf16 values one expert's tiled rows x cols matrix takes: the step from an expert to the next.
 EVT_HD inline int64_t expert_stride(int64_t rows, int64_t cols) { return tiled_shape(rows, cols).bytes() / 2; }

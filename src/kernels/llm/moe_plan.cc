@@ -44,8 +44,9 @@ void moe_plan_reference(const TileArgs& a) {
     a.writes[2].as<float>()[p] = w.as<const float>()[r.token * slots + r.slot];
     out(3)[r.token * slots + r.slot] = static_cast<int32_t>(p);
   }
-  const int64_t gu_tiles = (m.inter + cfg_at(cfg, kCfgMoeRowsXI) - 1) / cfg_at(cfg, kCfgMoeRowsXI);
-  const int64_t dn_tiles = (hidden + cfg_at(cfg, kCfgRowsH) - 1) / cfg_at(cfg, kCfgRowsH);
+  const int64_t gu_rows = moe_gate_up_rows(cfg.as<const int32_t>(), m.sparse());
+  const int64_t dn_rows = moe_down_rows(cfg.as<const int32_t>(), m.sparse());
+  const int64_t gu_tiles = (m.inter + gu_rows - 1) / gu_rows, dn_tiles = (hidden + dn_rows - 1) / dn_rows;
   int32_t *indptr = out(0), *gu = out(4) + l * (experts + 1), *dn = out(5) + l * (experts + 1);
   indptr[0] = gu[0] = dn[0] = 0;
   for (int64_t e = 0; e < experts; ++e) {

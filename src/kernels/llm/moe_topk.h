@@ -10,6 +10,7 @@
 #include <cmath>
 
 #include "kernels/llm/decode_config.h"
+#include "kernels/llm/moe_layout.h"
 
 namespace evt::kernels::llm {
 
@@ -31,23 +32,31 @@ EVT_HD void moe_topk_body(const Block& b, const int64_t* tile, const DevBuffer* 
   }
   const float* z = reads[2].as<const float>() + t * width;
   const int64_t experts = cfg[kCfgMoeExperts], top_k = cfg[kCfgMoeTopK];
-  double top = z[0], sum = 0;
-  for (int64_t e = 1; e < experts; ++e) top = z[e] > top ? z[e] : top;
-  for (int64_t e = 0; e < experts; ++e) sum += exp(static_cast<double>(z[e]) - top);
-  // Pick s is the largest logit below pick s - 1 in the order (logit descending, index
-  // ascending): no per-expert scratch. exp is monotonic, so this is the probabilities' order.
-  for (int64_t s = 0; s < top_k; ++s) {
-    int64_t best = -1;
-    for (int64_t e = 0; e < experts; ++e) {
-      const bool after_prev = s == 0 || z[e] < z[ids[s - 1]] || (z[e] == z[ids[s - 1]] && e > ids[s - 1]);
-      if (after_prev && (best < 0 || z[e] > z[best])) best = e;
+  // One pass keeps the top_k largest logits so far, sorted (logit descending, index ascending:
+  // a later equal logit ranks after), by insertion; exp is monotonic, so this is the
+  // probabilities' order. The loads are independent of each other, unlike a pass per pick.
+  float best_z[kMaxMoeTopK];
+  int32_t best_e[kMaxMoeTopK];
+  int64_t n = 0;
+  for (int64_t e = 0; e < experts; ++e) {
+    const float v = z[e];
+    if (n == top_k && !(v > best_z[n - 1])) continue;
+    int64_t at = n < top_k ? n++ : n - 1;
+    for (; at > 0 && v > best_z[at - 1]; --at) {
+      best_z[at] = best_z[at - 1];
+      best_e[at] = best_e[at - 1];
     }
-    ids[s] = static_cast<int32_t>(best);
+    best_z[at] = v;
+    best_e[at] = static_cast<int32_t>(e);
   }
+  const double top = best_z[0];
+  double sum = 0;
+  for (int64_t e = 0; e < experts; ++e) sum += exp(static_cast<double>(z[e]) - top);
+  for (int64_t s = 0; s < top_k; ++s) ids[s] = best_e[s];
   double chosen = 0;
-  for (int64_t s = 0; s < top_k; ++s) chosen += exp(static_cast<double>(z[ids[s]]) - top) / sum;
+  for (int64_t s = 0; s < top_k; ++s) chosen += exp(static_cast<double>(best_z[s]) - top) / sum;
   for (int64_t s = 0; s < top_k; ++s) {
-    const double p = exp(static_cast<double>(z[ids[s]]) - top) / sum;
+    const double p = exp(static_cast<double>(best_z[s]) - top) / sum;
     w[s] = static_cast<float>(cfg[kCfgMoeNormTopk] != 0 ? p / chosen : p);
   }
 }
