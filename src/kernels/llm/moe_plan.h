@@ -35,25 +35,28 @@ EVT_HD void moe_plan_body(const Block& b, const int64_t* tile, const DevBuffer* 
   const int64_t gu_rows = moe_gate_up_rows(cfg, m.sparse()), dn_rows = moe_down_rows(cfg, m.sparse());
   const int64_t gu_tiles = (m.inter + gu_rows - 1) / gu_rows, dn_tiles = (hidden + dn_rows - 1) / dn_rows;
   const auto routed = [&](int64_t r) { return r % slots < used; };  // row r = (token, slot) t * slots + s
-  int32_t* count = reinterpret_cast<int32_t*>(b.scratch().data);   // experts + 1 words
+  int32_t* count = reinterpret_cast<int32_t*>(b.scratch().data);  // XE words
   for (int64_t e = b.thread(); e < experts; e += b.threads()) {
     int32_t n = 0;
     for (int64_t r = 0; r < rows; ++r) n += routed(r) && ids[r] == e;
     count[e] = n;
   }
   b.sync();
-  if (b.thread() == 0) {
+  if (b.thread() == 0) {  // running sums in registers: reading back each stored one cost a round trip
+    int32_t rows_so_far = 0, gu_so_far = 0, dn_so_far = 0;
     indptr[0] = gu[0] = dn[0] = 0;
     for (int64_t e = 0; e < experts; ++e) {
-      indptr[e + 1] = indptr[e] + count[e];
-      gu[e + 1] = gu[e] + (count[e] > 0 ? static_cast<int32_t>(gu_tiles) : 0);
-      dn[e + 1] = dn[e] + (count[e] > 0 ? static_cast<int32_t>(dn_tiles) : 0);
+      const bool any = count[e] > 0;
+      indptr[e + 1] = rows_so_far += count[e];
+      gu[e + 1] = gu_so_far += any ? static_cast<int32_t>(gu_tiles) : 0;
+      dn[e + 1] = dn_so_far += any ? static_cast<int32_t>(dn_tiles) : 0;
     }
   }
   b.sync();
   for (int64_t e = b.thread(); e < experts; e += b.threads()) {
     int32_t p = indptr[e];
-    for (int64_t r = 0; r < rows && p < indptr[e + 1]; ++r) {
+    const int32_t end = indptr[e + 1];
+    for (int64_t r = 0; r < rows && p < end; ++r) {
       if (!routed(r) || ids[r] != e) continue;
       perm[p] = static_cast<int32_t>(r / slots);
       sorted_w[p] = route_w[r];
