@@ -56,6 +56,20 @@ int Graph::event_index(const std::string& n) const { return index_named(events, 
 int Graph::buffer_index(const std::string& n) const { return index_named(buffers, n); }
 bool Graph::has_dim(const std::string& n) const { return std::find(dims.begin(), dims.end(), n) != dims.end(); }
 
+std::optional<int64_t> layer_offset(const Graph& graph, const TaskGroup& group, const Edge& edge) {
+  const EdgeMap& m = edge.map;
+  if (!group.layered || group.tiles.empty() || m.vars.empty()) return std::nullopt;
+  if (m.kind == EdgeMap::Kind::kRangeTrigger) {
+    const Event* ev = graph.find_event(edge.event);
+    return ev && !ev->shape.empty() && provably_equal(ev->shape[0], group.tiles[0]) ? std::optional<int64_t>(0)
+                                                                                     : std::nullopt;
+  }
+  if (m.coords.empty() || m.coords[0].kind != Coord::Kind::kScalar || !is_data_independent(m.coords[0].expr)) {
+    return std::nullopt;
+  }
+  return constant_value(m.coords[0].expr - Expr::var(m.vars[0]));
+}
+
 std::string Edge::str() const { return "{" + event + ": \"" + map.str() + "\"}"; }
 
 std::string binding_str(const Binding& b) {

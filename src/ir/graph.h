@@ -92,6 +92,13 @@ struct Graph {
   friend bool operator==(const Graph&, const Graph&) = default;
 };
 
+// For an edge of a layered group: the constant c such that the edge's event element has the task's
+// layer + c as its dim 0, or nothing when it has not. A range trigger counts as c = 0 when its
+// event's dim 0 has the layer count as extent: element (l, ...) releases tiles of layer l only,
+// which the run time checks. Edges with c = 0 order two layered groups within each layer, also
+// when they are data-dependent (TileGraph, the static megakernel order).
+std::optional<int64_t> layer_offset(const Graph& graph, const TaskGroup& group, const Edge& edge);
+
 // Values for a graph's symbolic dims, e.g. {B: 37}.
 using Binding = std::map<std::string, int64_t>;
 std::string binding_str(const Binding& b);  // "B=37, T=4"

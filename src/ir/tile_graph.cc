@@ -351,13 +351,21 @@ Status TileGraph::compute_counts() {
 
 void TileGraph::compute_group_predecessors() {
   // Group-level predecessors induced by data-dependent edges: every producer group of such an
-  // event precedes every consumer group of it.
+  // event precedes every consumer group of it, layer by layer when both are layered and every
+  // edge between them on the event stays within a layer.
   const size_t num_groups = graph_->groups.size();
   group_preds_.assign(num_groups, {});
+  group_succs_.assign(num_groups, {});
   for (size_t ei = 0; ei < events_.size(); ++ei) {
     const std::string& name = graph_->events[ei].name;
     bool dd = events_[ei].has_dd_producer;
     std::vector<int> producers, consumers;
+    // Whether all of a group's edges on the event keep the layer (offset 0).
+    const auto within_layer = [&](const TaskGroup& g, const std::vector<Edge>& edges) {
+      return std::all_of(edges.begin(), edges.end(), [&](const Edge& e) {
+        return e.event != name || layer_offset(*graph_, g, e) == std::optional<int64_t>(0);
+      });
+    };
     for (size_t gi = 0; gi < num_groups; ++gi) {
       const TaskGroup& g = graph_->groups[gi];
       for (const Edge& e : g.out_edges) {
@@ -372,39 +380,77 @@ void TileGraph::compute_group_predecessors() {
     if (!dd) continue;
     for (int c : consumers) {
       for (int p : producers) {
+        const bool same_layer = within_layer(graph_->groups[p], graph_->groups[p].out_edges) &&
+                                within_layer(graph_->groups[c], graph_->groups[c].in_edges);
         auto& preds = group_preds_[c];
-        if (std::find(preds.begin(), preds.end(), p) == preds.end()) preds.push_back(p);
+        auto it = std::find_if(preds.begin(), preds.end(), [&](const GroupPred& x) { return x.group == p; });
+        if (it == preds.end()) {
+          preds.push_back({p, same_layer});
+        } else {
+          it->same_layer = it->same_layer && same_layer;
+        }
       }
+    }
+  }
+  barrier_first_.assign(num_groups + 1, num_tasks_ + num_elements_);
+  for (size_t c = 0; c < num_groups; ++c) {
+    for (const GroupPred& p : group_preds_[c]) group_succs_[p.group].push_back({static_cast<int>(c), p.same_layer});
+    const int64_t layers = graph_->groups[c].layered && !groups_[c].extents.empty() ? groups_[c].extents[0] : 0;
+    barrier_first_[c + 1] = barrier_first_[c] + 1 + layers;
+  }
+}
+
+int64_t TileGraph::layer_of_task(int group, int64_t task) const {
+  const GroupInstance& gi = groups_[group];
+  return (task - gi.first_task) / (gi.num_tasks / gi.extents[0]);
+}
+
+template <class F>
+void TileGraph::for_each_successor(int64_t n, F&& f) const {
+  const int64_t barrier0 = num_tasks_ + num_elements_;
+  if (n < num_tasks_) {
+    for (int64_t x : out_elements_.row(n)) f(num_tasks_ + x);
+    const int g = group_of_task(n);
+    bool whole = false, by_layer = false;
+    for (const GroupPred& s : group_succs_[g]) (s.same_layer ? by_layer : whole) = true;
+    if (whole) f(barrier_first_[g]);
+    if (by_layer) f(barrier_first_[g] + 1 + layer_of_task(g, n));
+  } else if (n < barrier0) {
+    for (int64_t t : consumers_.row(n - num_tasks_)) f(t);
+  } else {
+    const int g = static_cast<int>(std::upper_bound(barrier_first_.begin(), barrier_first_.end(), n) -
+                                   barrier_first_.begin()) - 1;
+    const int64_t layer = n - barrier_first_[g] - 1;  // -1: the whole group
+    for (const GroupPred& s : group_succs_[g]) {
+      if (s.same_layer != (layer >= 0)) continue;
+      const GroupInstance& gi = groups_[s.group];
+      int64_t begin = gi.first_task, end = gi.first_task + gi.num_tasks;
+      if (layer >= 0) {
+        const int64_t per_layer = gi.num_tasks / gi.extents[0];
+        begin = layer < gi.extents[0] ? gi.first_task + layer * per_layer : end;
+        end = std::min(end, begin + per_layer);
+      }
+      for (int64_t t = begin; t < end; ++t) f(t);
     }
   }
 }
 
-Expected<std::vector<int64_t>> TileGraph::topological_order(const std::function<uint64_t(int64_t)>& key) const {
-  const size_t num_groups = graph_->groups.size();
-  std::vector<std::vector<int>> group_succs(num_groups);
-  for (size_t c = 0; c < num_groups; ++c) {
-    for (int p : group_preds_[c]) group_succs[p].push_back(static_cast<int>(c));
-  }
+std::string TileGraph::node_name(int64_t n) const {
+  if (n < num_tasks_) return "task " + task_name(n);
+  if (n < num_tasks_ + num_elements_) return "event " + element_name(n - num_tasks_);
+  const int g = static_cast<int>(std::upper_bound(barrier_first_.begin(), barrier_first_.end(), n) -
+                                 barrier_first_.begin()) - 1;
+  const int64_t layer = n - barrier_first_[g] - 1;
+  return layer < 0 ? fmt::format("all tasks of group {} (data-dependent edge)", graph_->groups[g].name)
+                   : fmt::format("the tasks of group {} in layer {} (data-dependent edge)", graph_->groups[g].name,
+                                 layer);
+}
 
-  // Kahn's algorithm over tasks, elements and one barrier node per group ("all of group g").
-  const int64_t barrier0 = num_tasks_ + num_elements_;
-  const int64_t num_nodes = barrier0 + static_cast<int64_t>(num_groups);
-  auto for_each_succ = [&](int64_t n, auto&& f) {
-    if (n < num_tasks_) {
-      for (int64_t x : out_elements_.row(n)) f(num_tasks_ + x);
-      const int g = group_of_task(n);
-      if (!group_succs[g].empty()) f(barrier0 + g);
-    } else if (n < barrier0) {
-      for (int64_t t : consumers_.row(n - num_tasks_)) f(t);
-    } else {
-      for (int c : group_succs[n - barrier0]) {
-        const GroupInstance& gi = groups_[c];
-        for (int64_t t = gi.first_task; t < gi.first_task + gi.num_tasks; ++t) f(t);
-      }
-    }
-  };
+Expected<std::vector<int64_t>> TileGraph::topological_order(const std::function<uint64_t(int64_t)>& key) const {
+  // Kahn's algorithm over tasks, elements and the barrier nodes of data-dependent edges.
+  const int64_t num_nodes = barrier_first_.back();
   std::vector<int32_t> indegree(num_nodes, 0);
-  for (int64_t n = 0; n < num_nodes; ++n) for_each_succ(n, [&](int64_t s) { ++indegree[s]; });
+  for (int64_t n = 0; n < num_nodes; ++n) for_each_successor(n, [&](int64_t s) { ++indegree[s]; });
 
   using Item = std::pair<uint64_t, int64_t>;  // (key, task)
   std::priority_queue<Item, std::vector<Item>, std::greater<>> ready_tasks;
@@ -422,7 +468,7 @@ Expected<std::vector<int64_t>> TileGraph::topological_order(const std::function<
   std::vector<int64_t> order;
   order.reserve(num_tasks_);
   auto release = [&](int64_t n) {
-    for_each_succ(n, [&](int64_t s) {
+    for_each_successor(n, [&](int64_t s) {
       if (--indegree[s] == 0) make_ready(s);
     });
   };
@@ -444,38 +490,13 @@ Expected<std::vector<int64_t>> TileGraph::topological_order(const std::function<
 
 std::string TileGraph::cycle_report(const std::vector<int32_t>& indegree) const {
   // Nodes left with a positive in-degree contain a cycle; find one by depth-first search.
-  const int64_t barrier0 = num_tasks_ + num_elements_;
   const int64_t num_nodes = static_cast<int64_t>(indegree.size());
   auto succs = [&](int64_t n) {
     std::vector<int64_t> out;
-    if (n < num_tasks_) {
-      for (int64_t x : out_elements_.row(n)) out.push_back(num_tasks_ + x);
-      const int g = group_of_task(n);
-      for (size_t c = 0; c < group_preds_.size(); ++c) {
-        const auto& p = group_preds_[c];
-        if (std::find(p.begin(), p.end(), g) != p.end()) {
-          out.push_back(barrier0 + g);
-          break;
-        }
-      }
-    } else if (n < barrier0) {
-      for (int64_t t : consumers_.row(n - num_tasks_)) out.push_back(t);
-    } else {
-      const int g = static_cast<int>(n - barrier0);
-      for (size_t c = 0; c < group_preds_.size(); ++c) {
-        const auto& p = group_preds_[c];
-        if (std::find(p.begin(), p.end(), g) == p.end()) continue;
-        const GroupInstance& gi = groups_[c];
-        for (int64_t t = gi.first_task; t < gi.first_task + gi.num_tasks; ++t) out.push_back(t);
-      }
-    }
-    out.erase(std::remove_if(out.begin(), out.end(), [&](int64_t s) { return indegree[s] <= 0; }), out.end());
+    for_each_successor(n, [&](int64_t s) {
+      if (indegree[s] > 0) out.push_back(s);
+    });
     return out;
-  };
-  auto node_name = [&](int64_t n) {
-    if (n < num_tasks_) return "task " + task_name(n);
-    if (n < barrier0) return "event " + element_name(n - num_tasks_);
-    return "all tasks of group " + graph_->groups[n - barrier0].name + " (data-dependent edge)";
   };
   std::vector<uint8_t> color(num_nodes, 0);  // 0 new, 1 on stack, 2 done
   std::vector<int64_t> stack;

@@ -43,6 +43,14 @@ struct EventInstance {
   int setter_group = -1;         // the group listing it in `sets`
 };
 
+// A group that must finish before another starts, because of a data-dependent edge between them:
+// all of it, or, for two layered groups whose edges stay within a layer (ir::layer_offset 0), its
+// tasks of each layer before the other's tasks of the same layer.
+struct GroupPred {
+  int group = -1;
+  bool same_layer = false;
+};
+
 // Compressed rows: the values of row r are values[offsets[r] .. offsets[r+1]).
 struct Csr {
   std::vector<int64_t> offsets{0};
@@ -84,14 +92,15 @@ class TileGraph {
   // element of its data-independent in-edges, plus one per range-trigger in-edge.
   std::span<const int32_t> release_counts() const { return release_counts_; }
 
-  // A global topological order. Data-dependent edges order whole groups: every task of a
-  // producer group precedes every task of a consumer group of the same event. Ties go to the
-  // smaller task id, which runs groups in file order.
+  // A global topological order. Data-dependent edges order whole groups (GroupPred): every task
+  // of a producer group precedes every task of a consumer group of the same event, or of the
+  // same layer of it. Ties go to the smaller task id, which runs groups in file order.
   std::span<const int64_t> topo_order() const { return topo_order_; }
   // Another topological order, with ties broken by `key` (smaller first): chaos schedules use it.
   Expected<std::vector<int64_t>> topological_order(const std::function<uint64_t(int64_t task)>& key) const;
-  // Groups that must finish entirely before a given group starts (through data-dependent edges).
-  std::span<const int> group_predecessors(int group) const { return group_preds_[group]; }
+  // Groups that must finish, entirely or layer by layer, before a given group starts (through
+  // data-dependent edges).
+  std::span<const GroupPred> group_predecessors(int group) const { return group_preds_[group]; }
 
   // Resolves an edge map of one task against index buffers. Calls `emit` with each element id;
   // negative values read from index buffers mean "no event" and are skipped.
@@ -114,7 +123,10 @@ class TileGraph {
   Csr in_elements_, out_elements_, consumers_;
   std::vector<int32_t> release_counts_;
   std::vector<int64_t> topo_order_;
-  std::vector<std::vector<int>> group_preds_;
+  std::vector<std::vector<GroupPred>> group_preds_, group_succs_;
+  // The nodes of the order's graph past the tasks and elements: per group one "all of its tasks"
+  // node, then one per layer of a layered group; group g's first is barrier_first_[g].
+  std::vector<int64_t> barrier_first_;
 
   Status build_groups_and_events();
   Status build_edges();
@@ -122,6 +134,13 @@ class TileGraph {
   void compute_group_predecessors();
   Expected<int64_t> eval(const Expr& e, std::span<const std::string> vars, std::span<const int64_t> values,
                          const LoadFn* load) const;
+  int64_t layer_of_task(int group, int64_t task) const;
+  // Calls f(successor) for each successor of a node: a task's notified elements and barrier
+  // nodes, an element's waiting tasks, a barrier node's tasks.
+  // (Defined, and used, in tile_graph.cc only.)
+  template <class F>
+  void for_each_successor(int64_t node, F&& f) const;
+  std::string node_name(int64_t node) const;
   std::string cycle_report(const std::vector<int32_t>& indegree) const;
 };
 

@@ -215,7 +215,7 @@ Expected<StepPlan> plan_step(const ModelConfig& c, const Tiling& tiling, const K
     gemv(c.hidden_size, tiling.rows_e / llm::kTileRows, tokens);
     gemv(c.hidden_size, tiling.rows_xi / 8, tokens);
     gemv(c.moe->moe_intermediate_size, tiling.rows_dn / llm::kTileRows, tokens);
-    scratch = std::max(scratch, 8 * (1 + c.moe->num_experts));  // moe_topk's exps, moe_plan's counts
+    scratch = std::max(scratch, 12 * (1 + c.moe->num_experts));  // moe_topk's exps and logits, moe_plan's counts
   }
   plan.scratch_bytes = std::min<int64_t>(round_up(scratch, 1024), llm::kDecodeScratchBytes);
   auto& cfg = plan.cfg;

@@ -10,10 +10,13 @@ namespace evt::model {
 namespace {
 
 // The sparse block (docs/moe_decode.md), in the graph's text form, appended to the dense graph
-// once its MLP groups are gone. It reads x_mid and MID and writes x and X as they did. Its edges
-// are affine: the IR's cycle check takes a data-dependent edge as a dependency on every task of
-// the producer group, across layers, which closes a cycle through the layer chain (the design
-// note says what it will take). moe_topk is not inline: an inline group's tasks go to the worker
+// once its MLP groups are gone. It reads x_mid and MID and writes x and X as they did. Routing
+// decides which expert tiles exist and what they wait for (seed 001's two mechanisms): EXP[l, e]
+// releases expert e's gate/up tiles through a range trigger, each gate/up tile notifies its own
+// expert's ACTX, which releases that expert's down tiles, and moe_plan sets how many tiles each
+// count waits for. Tiles of experts no token chose are never released (the static schedule
+// skips them). The edges keep their layer (ir::layer_offset), so the groups are ordered layer by
+// layer rather than as wholes, which would close a cycle through the layer chain. moe_topk is not inline: an inline group's tasks go to the worker
 // whose notification released them, and RLOG releases all T of a layer's at once, more than a
 // worker's inline queue holds in a prefill step.
 constexpr const char* kMoeBlock = R"evt(
@@ -31,31 +34,37 @@ exp_indptr = buffer((XE+1,), i32)      # expert e's (token, slot) rows, sorted b
 perm = buffer((T*XK,), i32)            # sorted row -> token
 sorted_w = buffer((T*XK,), f32)        # sorted row -> routing weight
 pos = buffer((T, XK), i32)             # (token, slot) -> sorted row
-gu_ptr = buffer((L, XE+1), i32)        # per layer, for the range triggers to come (docs/moe_decode.md)
-dn_ptr = buffer((L, XE+1), i32)
+# Per layer: a trigger's index buffers must hold still while a skipped static task may still read them.
+gu_ptr = buffer((L, XE+1), i32)        # expert e's gate/up tiles [gu_ptr[l, e], gu_ptr[l, e+1])
+dn_ptr = buffer((L, XE+1), i32)        # ... and down tiles
+tile_expert = buffer((L, MAXGU), i32)  # gate/up tile -> its expert
 act_s = buffer((T*XK, XI), f32)
 y_s = buffer((T*XK, H), f32)
 
 RLOG = event((L,), wait_count=NR)
 ROUTED = event((L,), wait_count=T)
 PLANNED = event((L,), wait_count=1)
-GATED = event((L,), wait_count=MAXGU)
-DONE = event((L,), wait_count=MAXDN)
+EXP = event((L, XE), wait_count=1)          # expert e's gate/up tiles may run
+ACTX = event((L, XE), wait_count=runtime)   # expert e's activations: its gate/up tiles (moe_plan sets)
+DONE = event((L,), wait_count=runtime)      # every down tile of the layer (moe_plan sets)
 
 moe_router = call_device(moe_router, tiles=(L, NR), reads=(cfg, wtab, x_mid), writes=(router_logits,),
                          in_edges={MID: "ln->l"}, out_edges={RLOG: "ln->l"}, layered=true)
 moe_topk = call_device(moe_topk, tiles=(L, T), reads=(cfg, wtab, router_logits), writes=(route_ids, route_w),
                        in_edges={RLOG: "lt->l"}, out_edges={ROUTED: "lt->l"}, layered=true)
 moe_plan = call_device(moe_plan, tiles=(L,), reads=(cfg, wtab, x_mid, route_ids, route_w),
-                       writes=(exp_indptr, perm, sorted_w, pos, gu_ptr, dn_ptr),
-                       in_edges={ROUTED: "l->l"}, out_edges={PLANNED: "l->l"}, layered=true)
-# Each tile finds its expert in the plan's tables; tiles past the last routed expert's do nothing.
+                       writes=(exp_indptr, perm, sorted_w, pos, gu_ptr, dn_ptr, tile_expert),
+                       in_edges={ROUTED: "l->l"}, out_edges={PLANNED: "l->l", EXP: "l->(l, :)"}, sets=(ACTX, DONE),
+                       layered=true)
+# PLANNED first: a static task reads gu_ptr (dn_ptr) to find the element that releases it.
 moe_gate_up = call_device(moe_expert_gate_up, tiles=(L, MAXGU), reads=(cfg, wtab, x_mid, exp_indptr, perm, gu_ptr),
-                          writes=(act_s,), in_edges={PLANNED: "li->l"}, out_edges={GATED: "li->l"}, layered=true,
-                          schedule=dynamic)
+                          writes=(act_s,),
+                          in_edges={PLANNED: "li->l", EXP: "le->[l*MAXGU + gu_ptr[l, e], l*MAXGU + gu_ptr[l, e+1])"},
+                          out_edges={ACTX: "li->(l, tile_expert[l, i])"}, layered=true, schedule=dynamic)
 moe_down = call_device(moe_expert_down, tiles=(L, MAXDN), reads=(cfg, wtab, act_s, exp_indptr, sorted_w, dn_ptr),
-                       writes=(y_s,), in_edges={GATED: "li->l"}, out_edges={DONE: "li->l"}, layered=true,
-                       schedule=dynamic)
+                       writes=(y_s,),
+                       in_edges={PLANNED: "li->l", ACTX: "le->[l*MAXDN + dn_ptr[l, e], l*MAXDN + dn_ptr[l, e+1])"},
+                       out_edges={DONE: "li->l"}, layered=true, schedule=dynamic)
 moe_combine_residual = call_device(moe_combine_residual, tiles=(L, NH), reads=(cfg, y_s, pos, x_mid), writes=(x,),
                                    in_edges={DONE: "ln->l"}, out_edges={X: "ln->(l+1)"}, layered=true)
 )evt";

@@ -36,7 +36,7 @@ Expected<StaticSchedule> list_schedule(const ir::TileGraph& tg, int workers, std
     const int g = tg.group_of_task(t);
     double ready = 0;
     for (int64_t x : tg.in_elements().row(t)) ready = std::max(ready, element_ready[x]);
-    for (int p : tg.group_predecessors(g)) ready = std::max(ready, group_finish[p]);
+    for (const ir::GroupPred& p : tg.group_predecessors(g)) ready = std::max(ready, group_finish[p.group]);
 
     int w;
     if (chaos_seed) {

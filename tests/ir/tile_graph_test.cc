@@ -107,12 +107,55 @@ b = call_device(f, tiles=(B,), out_edges={E: "i->idx[i]"})
 c = call_device(f, tiles=(B,), in_edges={E: "i->i"})
 )G", {{"B", 3}});
   ASSERT_EQ(tg.group_predecessors(2).size(), 1u);
-  EXPECT_EQ(tg.group_predecessors(2)[0], 1);
+  EXPECT_EQ(tg.group_predecessors(2)[0].group, 1);
+  EXPECT_FALSE(tg.group_predecessors(2)[0].same_layer);
   auto order = tg.topo_order();
   auto pos = [&](int64_t t) { return std::find(order.begin(), order.end(), t) - order.begin(); };
   for (int64_t bt = 3; bt < 6; ++bt) {
     for (int64_t ct = 6; ct < 9; ++ct) EXPECT_LT(pos(bt), pos(ct));
   }
+}
+
+// A layer's routing releases that layer's expert tiles (a range trigger and a data-dependent
+// notify, as the MoE decode graph has), and each layer feeds the next: ordering the whole groups
+// would close a cycle through the layer chain (layer 1's plan before layer 0's experts, which
+// precede layer 1), so the groups are ordered layer by layer. Edges that leave the layer still
+// order the whole groups.
+TEST(TileGraph, LayeredDataDependentEdgesOrderEachLayer) {
+  const char* text = R"G(
+L = dim()
+X = dim()
+ptr = buffer((L, X+1), i32)
+owner = buffer((L, X), i32)
+In = event((L+1,), wait_count=X)
+Exp = event((L, X), wait_count=1)
+Act = event((L, X), wait_count=runtime)
+plan = call_device(f, tiles=(L,), in_edges={In: "l->l"}, out_edges={Exp: "l->(l, :)"}, sets=(Act,), layered=true)
+expert = call_device(f, tiles=(L, X), in_edges={Exp: "le->[l*X + ptr[l, e], l*X + ptr[l, e+1])"},
+                     out_edges={Act: "li->(l, owner[l, i])"}, layered=true)
+next = call_device(f, tiles=(L, X), in_edges={Act: "li->(l, i)"}, out_edges={In: "li->l+1"}, layered=true)
+)G";
+  TileGraph tg = instance(text, {{"L", 3}, {"X", 2}});
+  ASSERT_EQ(tg.group_predecessors(1).size(), 1u);
+  EXPECT_EQ(tg.group_predecessors(1)[0].group, 0);
+  EXPECT_TRUE(tg.group_predecessors(1)[0].same_layer);
+  auto order = tg.topo_order();
+  auto pos = [&](int64_t t) { return std::find(order.begin(), order.end(), t) - order.begin(); };
+  for (int64_t l = 0; l < 3; ++l) {
+    for (int64_t i = 0; i < 2; ++i) EXPECT_LT(pos(l), pos(3 + 2 * l + i)) << "layer " << l;  // plan(l) first
+    if (l > 0) EXPECT_LT(pos(9 + 2 * (l - 1)), pos(l)) << "layer " << l;  // after next(l - 1)
+  }
+
+  // A trigger whose event is not per layer orders the whole groups: the cycle is reported.
+  std::string whole = text;
+  whole.replace(whole.find("Exp = event((L, X)"), 18, "Exp = event((X, L)");
+  whole.replace(whole.find("\"l->(l, :)\""), 11, "\"l->(:, l)\"");
+  auto g = parse_graph(whole);
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  auto cyclic = instantiate(*g, {{"L", 3}, {"X", 2}});
+  ASSERT_FALSE(cyclic.ok());
+  EXPECT_NE(cyclic.status().message().find("all tasks of group plan (data-dependent edge)"), std::string::npos)
+      << cyclic.status().message();
 }
 
 TEST(TileGraph, ErrorsNameTheProblem) {

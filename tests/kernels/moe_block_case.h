@@ -133,6 +133,7 @@ class MoeBlockCase {
     b.add("pos", {kT, kXK}, 'i');
     b.add("gu_ptr", {2, kE + 1}, 'i');
     b.add("dn_ptr", {2, kE + 1}, 'i');
+    b.add("tile_expert", {2, kMaxGu}, 'i');
     b.add("act_s", {kR, kXI}, 'f');
     b.add("y_s", {kR, kH}, 'f');
     b.add("x", {2, kT, kH}, 'f');
@@ -147,7 +148,7 @@ class MoeBlockCase {
         // From the same logits: the same experts and weights, bit for bit.
         {"moe_topk", {"cfg", "wtab", "router_logits"}, {"route_ids", "route_w"}, kT, 0},
         {"moe_plan", {"cfg", "wtab", "x_mid", "route_ids", "route_w"},
-         {"exp_indptr", "perm", "sorted_w", "pos", "gu_ptr", "dn_ptr"}, 0, 0},
+         {"exp_indptr", "perm", "sorted_w", "pos", "gu_ptr", "dn_ptr", "tile_expert"}, 0, 0},
         {"moe_expert_gate_up", {"cfg", "wtab", "x_mid", "exp_indptr", "perm", "gu_ptr"}, {"act_s"}, kMaxGu, 1e-4},
         {"moe_expert_down", {"cfg", "wtab", "act_s", "exp_indptr", "sorted_w", "dn_ptr"}, {"y_s"}, kMaxDn, 1e-4},
         {"moe_combine_residual", {"cfg", "y_s", "pos", "x_mid"}, {"x"}, kNH, 1e-5},
@@ -176,23 +177,33 @@ class MoeBlockCase {
     wtab[kWeightColumns + kWpostNorm] = a[6];
   }
 
-  // Runs `fn` on tiles (l, 0..n), or on tile (l) when n is 0.
+  // The run-time wait counts the stages set (moe_plan's ACTX and DONE), by (set, element).
+  struct Counts final : WaitCountSetter {
+    std::map<std::pair<size_t, int64_t>, int64_t> set;
+    void set_wait_count(size_t set_index, int64_t element, int64_t count) override {
+      EXPECT_TRUE(set.emplace(std::pair{set_index, element}, count).second) << "set twice: " << element;
+    }
+  };
+
+  // Runs `fn` on tiles (l, 0..n), or on tile (l) when n is 0, recording the counts it sets.
   void run(CpuTileFn fn, int64_t l, int64_t n, const std::vector<std::string>& reads,
-           const std::vector<std::string>& writes) {
+           const std::vector<std::string>& writes, Counts* counts = nullptr) {
+    Counts ignored;
     const std::vector<BufferView> r = b.views(reads), w = b.views(writes);
     for (int64_t i = 0; i < std::max<int64_t>(n, 1); ++i) {
       const int64_t tile[2] = {l, i};
-      fn(TileArgs{.tile = std::span<const int64_t>(tile, n == 0 ? 1 : 2), .reads = r, .writes = w});
+      fn(TileArgs{.tile = std::span<const int64_t>(tile, n == 0 ? 1 : 2), .reads = r, .writes = w,
+                  .wait_counts = counts ? counts : &ignored});
     }
   }
 
   // The reference's outputs of stage s on layer l, from the buffers as they are; they stay in
   // the buffers (the next stage reads them) and come back poisoned-then-written.
-  std::map<std::string, Buffers::Buf> run_reference(const MoeStage& s, int64_t l) {
+  std::map<std::string, Buffers::Buf> run_reference(const MoeStage& s, int64_t l, Counts* counts = nullptr) {
     const TileFunction* fn = Registry::builtins().find(s.row);
     EXPECT_NE(fn, nullptr) << s.row;
     b.poison(s.writes);
-    if (fn != nullptr) run(fn->cpu, l, s.tiles, s.reads, s.writes);
+    if (fn != nullptr) run(fn->cpu, l, s.tiles, s.reads, s.writes, counts);
     std::map<std::string, Buffers::Buf> out;
     for (const std::string& w : s.writes) out[w] = b.all.at(w);
     return out;

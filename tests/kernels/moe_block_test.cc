@@ -25,7 +25,7 @@ const std::map<std::string, CpuTileFn>& cpu_bodies() {
   static const std::map<std::string, CpuTileFn> kBodies = {
       {"moe_router", &run_body_on_cpu<&moe_router_body<SerialBlock>, 3, 1>},
       {"moe_topk", &run_body_on_cpu<&moe_topk_body<SerialBlock>, 3, 2>},
-      {"moe_plan", &run_body_on_cpu<&moe_plan_body<SerialBlock>, 5, 6>},
+      {"moe_plan", &run_body_on_cpu<&moe_plan_body<SerialBlock>, 5, 7>},
       {"moe_expert_gate_up", &run_body_on_cpu<&moe_expert_gate_up_body<SerialBlock>, 6, 1>},
       {"moe_expert_down", &run_body_on_cpu<&moe_expert_down_body<SerialBlock>, 6, 1>},
       {"moe_combine_residual", &run_body_on_cpu<&moe_combine_residual_body<SerialBlock>, 4, 1>},
@@ -44,10 +44,30 @@ TEST_F(MoeBlock, BodiesMatchReferencesStageByStage) {
       ASSERT_EQ(fn->num_reads, static_cast<int>(s.reads.size()));
       ASSERT_EQ(fn->num_writes, static_cast<int>(s.writes.size()));
       b.poison(s.writes);
-      run(cpu_bodies().at(s.row), l, s.tiles, s.reads, s.writes);
+      Counts body_counts, reference_counts;
+      run(cpu_bodies().at(s.row), l, s.tiles, s.reads, s.writes, &body_counts);
       std::map<std::string, Buffers::Buf> got;
       for (const std::string& w : s.writes) got[w] = b.all.at(w);
-      ASSERT_NO_FATAL_FAILURE(expect_outputs_match(s, got, run_reference(s, l)));
+      ASSERT_NO_FATAL_FAILURE(expect_outputs_match(s, got, run_reference(s, l, &reference_counts)));
+      EXPECT_EQ(body_counts.set, reference_counts.set);
+      if (std::string(s.row) == "moe_plan") {  // every expert's ACTX and the layer's DONE
+        EXPECT_EQ(reference_counts.set.size(), static_cast<size_t>(kE + 1));
+        const int32_t* gu = b.all.at("gu_ptr").i32.data() + l * (kE + 1);
+        const int32_t* dn = b.all.at("dn_ptr").i32.data() + l * (kE + 1);
+        for (int64_t e = 0; e < kE; ++e) {
+          EXPECT_EQ((reference_counts.set[{0, l * kE + e}]), gu[e + 1] - gu[e]) << "ACTX " << e;
+        }
+        EXPECT_EQ((reference_counts.set[{1, l}]), dn[kE]) << "DONE";
+        const int32_t* owner = b.all.at("tile_expert").i32.data() + l * kMaxGu;
+        for (int64_t i = 0; i < kMaxGu; ++i) {
+          if (i >= gu[kE]) {
+            EXPECT_EQ(owner[i], -1) << i;
+            continue;
+          }
+          ASSERT_TRUE(owner[i] >= 0 && owner[i] < kE) << i << ": " << owner[i];
+          EXPECT_TRUE(gu[owner[i]] <= i && i < gu[owner[i] + 1]) << i << ": " << owner[i];
+        }
+      }
       if (l == 0 && std::string(s.row) == "moe_plan") {  // a dense layer: one expert, 5 tiles of its 40 rows
         const std::vector<int32_t>& gu = b.all.at("gu_ptr").i32;
         EXPECT_EQ(std::vector<int32_t>(gu.begin(), gu.begin() + 3), (std::vector<int32_t>{0, 5, 5}));
@@ -97,7 +117,7 @@ TEST_F(MoeBlock, ChainEqualsPhaseOneBlock) {
     const std::vector<int32_t> ids2 = b.all.at("route_ids").i32;
     const std::vector<float> w2 = b.all.at("route_w").f32;
     run(cpu("moe_plan"), l, 0, {"cfg", "wtab", "x_mid", "route_ids", "route_w"},
-        {"exp_indptr", "perm", "sorted_w", "pos", "gu_ptr", "dn_ptr"});
+        {"exp_indptr", "perm", "sorted_w", "pos", "gu_ptr", "dn_ptr", "tile_expert"});
     run(cpu("moe_expert_gate_up"), l, kMaxGu, {"cfg", "wtab", "x_mid", "exp_indptr", "perm", "gu_ptr"}, {"act_s"});
     run(cpu("moe_expert_down"), l, kMaxDn, {"cfg", "wtab", "act_s", "exp_indptr", "sorted_w", "dn_ptr"}, {"y_s"});
     run(cpu("moe_combine_residual"), l, kNH, {"cfg", "y_s", "pos", "x_mid"}, {"x"});

@@ -322,12 +322,8 @@ Status Emitter::check_supported() {
 
 // How far a layered group's edge shifts the layer: the event's coordinate 0 minus tile dim 0,
 // which must be a constant (`"ln->(l, n)"` is 0, `"ln->(l+1)"` is 1).
-Expected<int64_t> layer_offset(const ir::TaskGroup& group, const ir::Edge& edge) {
-  const ir::EdgeMap& m = edge.map;
-  if (m.kind == ir::EdgeMap::Kind::kMap && !m.vars.empty() && !m.coords.empty() &&
-      m.coords[0].kind == ir::Coord::Kind::kScalar && ir::is_data_independent(m.coords[0].expr)) {
-    if (auto d = ir::constant_value(m.coords[0].expr - Expr::var(m.vars[0]))) return *d;
-  }
+Expected<int64_t> checked_layer_offset(const ir::Graph& g, const ir::TaskGroup& group, const ir::Edge& edge) {
+  if (auto d = ir::layer_offset(g, group, edge)) return *d;
   return error("task group {} is layered, so edge {} must index its event's dim 0 by the layer plus a constant",
                group.name, edge.str());
 }
@@ -355,8 +351,8 @@ Status Emitter::static_order() {
             preds[c].insert(static_cast<int>(p));
             continue;
           }
-          EVT_ASSIGN_OR_RETURN(const int64_t produced, layer_offset(producer, out));
-          EVT_ASSIGN_OR_RETURN(const int64_t awaited, layer_offset(consumer, in));
+          EVT_ASSIGN_OR_RETURN(const int64_t produced, checked_layer_offset(g_, producer, out));
+          EVT_ASSIGN_OR_RETURN(const int64_t awaited, checked_layer_offset(g_, consumer, in));
           if (awaited > produced) {
             return error("task group {} awaits {} from a later layer of task group {}; layers run in order",
                          consumer.name, in.event, producer.name);
@@ -785,6 +781,14 @@ Status Emitter::emit_inverse(int consumer, const ir::Edge& edge, const std::stri
     line(fmt::format("mk::fail(w, a, mk::ErrorKind::kBadRange, {}, nullptr, 0, {}, {}, hi - lo);", consumer, ei, event_var));
     line("return;");
     close();
+    if (ir::layer_offset(g_, group, edge)) {  // element (l, ...) releases tiles of layer l only
+      line(fmt::format("const int64_t per_layer = {};", layer_tiles_expr(consumer)));
+      open(fmt::format("if (hi > lo && (lo < {0} * per_layer || hi > ({0} + 1) * per_layer)) {{", coords[0]));
+      line(fmt::format("mk::fail(w, a, mk::ErrorKind::kBadRange, {}, nullptr, 0, {}, {}, hi - lo);", consumer, ei,
+                       event_var));
+      line("return;");
+      close();
+    }
     line("if (hi > lo) mk::arrive(w, &a.state->range_released, static_cast<uint64_t>(hi - lo));");
     open(fmt::format("if ({} == 1) {{  // released once: push the whole range with one reservation", needed_expr(consumer)));
     line(fmt::format("mk::push_tasks(w, a, hi - lo, [&](int64_t k) {{ return {} + lo + k; }});", first_task_expr(consumer)));
@@ -1122,7 +1126,12 @@ void Emitter::emit_group_code(size_t gi) {
     line("// covering element itself, now that the index buffers are ready.");
     open(fmt::format("if constexpr (!mk::runs_dynamic(kS, {})) {{", dynamic_flag(gi)));
     line("int64_t found = -1;");
-    open(fmt::format("for (int64_t x = 0; x < {} && found < 0; ++x) {{", product_expr(ev.shape)));
+    if (ir::layer_offset(g_, group, in)) {  // only the task's layer's elements release it
+      line(fmt::format("const int64_t per_layer = {};", product_expr(std::vector<Expr>(ev.shape.begin() + 1, ev.shape.end()))));
+      open("for (int64_t x = t[0] * per_layer; x < (t[0] + 1) * per_layer && found < 0; ++x) {");
+    } else {
+      open(fmt::format("for (int64_t x = 0; x < {} && found < 0; ++x) {{", product_expr(ev.shape)));
+    }
     Scope es = dims_scope();
     const std::vector<std::string> coords = emit_element_coords(ev, "x");
     for (size_t k = 0; k < coords.size(); ++k) es.vars[in.map.vars[k]] = coords[k];

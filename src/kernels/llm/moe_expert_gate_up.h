@@ -14,17 +14,6 @@
 
 namespace evt::kernels::llm {
 
-// The expert whose tile range [ptr[e], ptr[e + 1]) holds tile i, or -1 past the last.
-EVT_HD inline int64_t moe_tile_expert(const int32_t* ptr, int64_t experts, int64_t i) {
-  if (i >= ptr[experts]) return -1;
-  int64_t lo = 0, hi = experts - 1;  // the last e with ptr[e] <= i: ranges of unrouted experts are empty
-  while (lo < hi) {
-    const int64_t mid = (lo + hi + 1) / 2;
-    if (ptr[mid] <= i) lo = mid; else hi = mid - 1;
-  }
-  return lo;
-}
-
 EVT_HD inline auto moe_expert_gate_up_job(const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
   const int32_t* cfg = reads[0].as<const int32_t>();
   const int64_t l = tile[0], hidden = reads[2].dim(1), width = writes[0].dim(1);

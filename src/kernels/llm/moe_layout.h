@@ -29,6 +29,17 @@ inline constexpr int64_t kMaxMoeTopK = 16;
 EVT_HD inline int64_t moe_gate_up_rows(const int32_t* cfg, bool sparse) { return cfg[sparse ? kCfgMoeRowsXI : kCfgRowsI]; }
 EVT_HD inline int64_t moe_down_rows(const int32_t* cfg, bool sparse) { return cfg[sparse ? kCfgMoeRowsDn : kCfgRowsH]; }
 
+// The expert whose tile range [ptr[e], ptr[e + 1]) holds tile i, or -1 past the last.
+EVT_HD inline int64_t moe_tile_expert(const int32_t* ptr, int64_t experts, int64_t i) {
+  if (i >= ptr[experts]) return -1;
+  int64_t lo = 0, hi = experts - 1;  // the last e with ptr[e] <= i: ranges of unrouted experts are empty
+  while (lo < hi) {
+    const int64_t mid = (lo + hi + 1) / 2;
+    if (ptr[mid] <= i) lo = mid; else hi = mid - 1;
+  }
+  return lo;
+}
+
 // bf16 values one expert's tiled rows x cols matrix takes: the step from an expert to the next.
 EVT_HD inline int64_t expert_stride(int64_t rows, int64_t cols) { return tiled_shape(rows, cols).bytes() / 2; }
 

@@ -13,6 +13,7 @@ namespace {
 
 // Sorted rows are the (token, slot) pairs ordered by expert, then token, then slot.
 void moe_plan_reference(const TileArgs& a) {
+  EVT_CHECK(a.wait_counts != nullptr) << "moe_plan sets the wait counts of ACTX and DONE";
   const BufferView &cfg = a.reads[0], &wtab = a.reads[1], &x_mid = a.reads[2], &ids = a.reads[3], &w = a.reads[4];
   const int64_t l = a.tile[0], tokens = x_mid.dim(0), hidden = x_mid.dim(1), slots = ids.dim(1);
   const int64_t experts = a.writes[0].dim(0) - 1;
@@ -53,6 +54,14 @@ void moe_plan_reference(const TileArgs& a) {
     indptr[e + 1] = static_cast<int32_t>(indptr[e] + count[e]);
     gu[e + 1] = static_cast<int32_t>(gu[e] + (count[e] > 0 ? gu_tiles : 0));
     dn[e + 1] = static_cast<int32_t>(dn[e] + (count[e] > 0 ? dn_tiles : 0));
+    a.wait_counts->set_wait_count(0, l * experts + e, count[e] > 0 ? gu_tiles : 0);  // ACTX
+  }
+  a.wait_counts->set_wait_count(1, l, dn[experts]);  // DONE
+  const int64_t max_gu = a.writes[6].dim(1);
+  for (int64_t i = 0; i < max_gu; ++i) {
+    int64_t owner = -1;  // the expert whose range holds tile i
+    for (int64_t e = 0; e < experts && owner < 0; ++e) owner = gu[e] <= i && i < gu[e + 1] ? e : -1;
+    out(6)[l * max_gu + i] = static_cast<int32_t>(owner);
   }
 }
 
@@ -60,8 +69,9 @@ void moe_plan_reference(const TileArgs& a) {
 
 EVT_REGISTER_TILE_FUNCTION(moe_plan, TileFunction{
     .name = "moe_plan",
-    .summary = "MoE bookkeeping of a layer: the (token, slot) rows sorted by expert, each routed expert's tiles",
-    .num_reads = 5, .num_writes = 6,
+    .summary = "MoE bookkeeping of a layer: the (token, slot) rows sorted by expert, each routed expert's tiles "
+               "and their wait counts",
+    .num_reads = 5, .num_writes = 7,
     .cpu = moe_plan_reference,
     .device_body = "evt::kernels::llm::moe_plan_body", .device_header = "kernels/llm/moe_plan.h",
     .relative_cost = 1});

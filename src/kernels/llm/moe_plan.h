@@ -8,7 +8,10 @@
 //           sorted_w: R f32        sorted row -> its routing weight
 //           pos: T x XK i32        (token, slot) -> sorted row (-1 for an unused slot)
 //           gu_ptr: L x XE+1 i32   layer l's expert e owns gate/up tiles [gu_ptr[l, e], gu_ptr[l, e+1])
-//           dn_ptr: L x XE+1 i32   ... and down tiles [dn_ptr[l, e], dn_ptr[l, e+1]))
+//           dn_ptr: L x XE+1 i32   ... and down tiles [dn_ptr[l, e], dn_ptr[l, e+1])
+//           tile_expert: L x MAXGU i32  gate/up tile -> its expert (-1 past the last routed expert's))
+//   sets (ACTX: L x XE   expert e's gate/up tiles, the wait count of its activations (0 unrouted),
+//         DONE: L        the layer's down tiles)
 // A dense layer is one expert (0) with every token. A routed expert gets ceil(inter / rows)
 // gate/up tiles and ceil(H / rows) down tiles (moe_gate_up_rows, moe_down_rows).
 
@@ -18,8 +21,9 @@
 namespace evt::kernels::llm {
 
 // Every thread of the block: thread e counts and places expert e's rows (scanning the routes in
-// (token, slot) order, so each expert's rows come out in the reference's order), one thread sums
-// the counts up in the block's scratch. A serial pass over the experts measured 30 us a layer.
+// (token, slot) order, so each expert's rows come out in the reference's order) and sets its
+// wait count, one thread sums the counts up in the block's scratch. A serial pass over the
+// experts measured 30 us a layer (and each count set is a release fence).
 template <class Block>
 EVT_HD void moe_plan_body(const Block& b, const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
   const int32_t* cfg = reads[0].as<const int32_t>();
@@ -30,6 +34,8 @@ EVT_HD void moe_plan_body(const Block& b, const int64_t* tile, const DevBuffer* 
   float* sorted_w = writes[2].as<float>();
   const int64_t width = writes[4].dim(1);
   int32_t *gu = writes[4].as<int32_t>() + l * width, *dn = writes[5].as<int32_t>() + l * width;
+  const int64_t max_gu = writes[6].dim(1);
+  int32_t* tile_expert = writes[6].as<int32_t>() + l * max_gu;
   const LayerMlp m = layer_mlp(cfg, reads[1].as<const int64_t>(), l, hidden);
   const int64_t experts = width - 1, used = m.sparse() ? m.top_k : 1, rows = tokens * slots;
   const int64_t gu_rows = moe_gate_up_rows(cfg, m.sparse()), dn_rows = moe_down_rows(cfg, m.sparse());
@@ -51,9 +57,11 @@ EVT_HD void moe_plan_body(const Block& b, const int64_t* tile, const DevBuffer* 
       gu[e + 1] = gu_so_far += any ? static_cast<int32_t>(gu_tiles) : 0;
       dn[e + 1] = dn_so_far += any ? static_cast<int32_t>(dn_tiles) : 0;
     }
+    b.set_wait_count(1, l, dn_so_far);
   }
   b.sync();
   for (int64_t e = b.thread(); e < experts; e += b.threads()) {
+    b.set_wait_count(0, l * experts + e, count[e] > 0 ? gu_tiles : 0);
     int32_t p = indptr[e];
     const int32_t end = indptr[e + 1];
     for (int64_t r = 0; r < rows && p < end; ++r) {
@@ -62,6 +70,9 @@ EVT_HD void moe_plan_body(const Block& b, const int64_t* tile, const DevBuffer* 
       sorted_w[p] = route_w[r];
       pos[r] = p++;
     }
+  }
+  for (int64_t i = b.thread(); i < max_gu; i += b.threads()) {
+    tile_expert[i] = static_cast<int32_t>(moe_tile_expert(gu, experts, i));
   }
   for (int64_t r = b.thread(); r < rows; r += b.threads()) {
     if (!routed(r)) pos[r] = -1;

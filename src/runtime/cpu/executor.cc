@@ -240,11 +240,21 @@ Status Execution::release_consumers(int64_t element, Chaos& chaos) {
 
 Status Execution::release_range_consumers(int64_t element, Chaos& chaos) {
   for (const auto& [g, e] : range_consumers_[tg_.event_of_element(element)]) {
-    EVT_ASSIGN_OR_RETURN(auto range, tg_.trigger_range(graph_.groups[g].in_edges[e], element, load_));
+    const ir::Edge& edge = graph_.groups[g].in_edges[e];
+    EVT_ASSIGN_OR_RETURN(auto range, tg_.trigger_range(edge, element, load_));
     const ir::GroupInstance& gi = tg_.groups()[g];
     if (range.first < 0 || range.second > gi.num_tasks) {
       return error("task group {}: range trigger at {} releases tiles [{}, {}), outside the group's {} tiles",
                    graph_.groups[g].name, tg_.element_name(element), range.first, range.second, gi.num_tasks);
+    }
+    // A layered group's trigger releases tiles of its element's layer only (ir::layer_offset).
+    if (ir::layer_offset(graph_, graph_.groups[g], edge) && range.second > range.first) {
+      const int64_t layer = tg_.element_coords(element)[0], per_layer = gi.num_tasks / gi.extents[0];
+      if (range.first < layer * per_layer || range.second > (layer + 1) * per_layer) {
+        return error("task group {}: range trigger at {} releases tiles [{}, {}), outside layer {}'s tiles [{}, {})",
+                     graph_.groups[g].name, tg_.element_name(element), range.first, range.second, layer,
+                     layer * per_layer, (layer + 1) * per_layer);
+      }
     }
     std::vector<int64_t> tasks;
     for (int64_t t = range.first; t < range.second; ++t) tasks.push_back(gi.first_task + t);
@@ -284,8 +294,14 @@ Expected<bool> Execution::find_trigger(int64_t task, int worker) {
   for (int e : tg_.groups()[g].range_trigger_edges) {
     const ir::Edge& edge = graph_.groups[g].in_edges[e];
     const ir::EventInstance& ev = tg_.events()[graph_.event_index(edge.event)];
+    // Only the task's layer's elements release it, when the trigger keeps the layer.
+    int64_t first = ev.first_element, count = ev.num_elements;
+    if (ir::layer_offset(graph_, graph_.groups[g], edge)) {
+      count = ev.num_elements / ev.shape[0];
+      first += tg_.task_coords(task)[0] * count;
+    }
     int64_t found = kNone;
-    for (int64_t x = ev.first_element; x < ev.first_element + ev.num_elements && found == kNone; ++x) {
+    for (int64_t x = first; x < first + count && found == kNone; ++x) {
       EVT_ASSIGN_OR_RETURN(auto range, tg_.trigger_range(edge, x, load_));
       if (range.first <= local && local < range.second) found = x;
     }
