@@ -301,6 +301,19 @@ std::optional<int64_t> constant_value(const Expr& e) {
 // ---------------------------------------------------------------------------------------------
 // Queries
 
+Expr substitute(const Expr& e, const std::string& var, const Expr& value) {
+  switch (e.op()) {
+    case Op::kConst: return e;
+    case Op::kVar: return e.name() == var ? value : e;
+    case Op::kLoad: {
+      std::vector<Expr> index;
+      for (const Expr& i : e.args()) index.push_back(substitute(i, var, value));
+      return Expr::load(e.name(), std::move(index));
+    }
+    default: return Expr::binary(e.op(), substitute(e.args()[0], var, value), substitute(e.args()[1], var, value));
+  }
+}
+
 bool is_data_independent(const Expr& e) {
   std::set<std::string> loads;
   collect_loads(e, loads);

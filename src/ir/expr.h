@@ -67,6 +67,8 @@ Expr max(const Expr& a, const Expr& b);
 // to the same tree are equal for every binding.
 Expr simplify(const Expr& e);
 bool provably_equal(const Expr& a, const Expr& b);
+// `e` with every use of variable `var` (in load indices too) replaced by `value`.
+Expr substitute(const Expr& e, const std::string& var, const Expr& value);
 std::optional<int64_t> constant_value(const Expr& e);  // after simplification
 
 // True when the expression reads no buffer: its value depends on variables alone.

@@ -273,5 +273,14 @@ TEST(ExprQueries, StructuralEqualityAndOrder) {
   EXPECT_TRUE(Expr(1) < Expr(2));
 }
 
+// The codegen's test for ranges that abut (a table of prefix sums): begin(e + 1) is end(e).
+TEST(ExprSubstitute, ReplacesAVariableInLoadIndicesToo) {
+  const Expr l = Expr::var("l"), e = Expr::var("e");
+  const Expr begin = l * 4 + Expr::load("ptr", {l, e}), end = l * 4 + Expr::load("ptr", {l, e + 1});
+  EXPECT_TRUE(provably_equal(substitute(begin, "e", e + 1), end));
+  EXPECT_FALSE(provably_equal(substitute(begin, "l", l + 1), end));
+  EXPECT_EQ(substitute(Expr(7), "e", l), Expr(7));
+}
+
 }  // namespace
 }  // namespace evt::ir

@@ -1126,17 +1126,45 @@ void Emitter::emit_group_code(size_t gi) {
     line("// covering element itself, now that the index buffers are ready.");
     open(fmt::format("if constexpr (!mk::runs_dynamic(kS, {})) {{", dynamic_flag(gi)));
     line("int64_t found = -1;");
-    if (ir::layer_offset(g_, group, in)) {  // only the task's layer's elements release it
-      line(fmt::format("const int64_t per_layer = {};", product_expr(std::vector<Expr>(ev.shape.begin() + 1, ev.shape.end()))));
-      open("for (int64_t x = t[0] * per_layer; x < (t[0] + 1) * per_layer && found < 0; ++x) {");
+    // The elements to look through: only the task's layer's when the trigger keeps the layer.
+    const bool per_layer = ir::layer_offset(g_, group, in).has_value();
+    if (per_layer) {
+      line(fmt::format("const int64_t count = {}, first = t[0] * count;",
+                       product_expr(std::vector<Expr>(ev.shape.begin() + 1, ev.shape.end()))));
     } else {
-      open(fmt::format("for (int64_t x = 0; x < {} && found < 0; ++x) {{", product_expr(ev.shape)));
+      line(fmt::format("const int64_t count = {}, first = 0;", product_expr(ev.shape)));
     }
-    Scope es = dims_scope();
-    const std::vector<std::string> coords = emit_element_coords(ev, "x");
-    for (size_t k = 0; k < coords.size(); ++k) es.vars[in.map.vars[k]] = coords[k];
-    line(fmt::format("if ({} <= linear && linear < {}) found = x;", expr(in.map.range_begin, es), expr(in.map.range_end, es)));
-    close();
+    // Element x's range, as `begin` and `end` (each use declares x's coordinates in its own block).
+    const auto range_of = [&](const std::string& x, const std::string& use) {
+      open("{");
+      Scope es = dims_scope();
+      const std::vector<std::string> coords = emit_element_coords(ev, x);
+      for (size_t k = 0; k < coords.size(); ++k) es.vars[in.map.vars[k]] = coords[k];
+      line(fmt::format("const int64_t begin = {}, end = {};", expr(in.map.range_begin, es), expr(in.map.range_end, es)));
+      line("(void)end;");
+      line(use);
+      close();
+    };
+    // Ranges that abut along the one coordinate searched (end(e) is begin(e + 1), as a table of
+    // prefix sums gives) rise, since none is reversed: a binary search finds the covering one.
+    const std::string last = in.map.vars.back();
+    const bool abutting = ev.shape.size() == (per_layer ? 2u : 1u) &&
+                          ir::provably_equal(ir::substitute(in.map.range_begin, last, Expr::var(last) + 1),
+                                             in.map.range_end);
+    if (abutting) {
+      line("int64_t lo = first, hi = first + count - 1;  // the last element whose range begins at or before");
+      open("while (lo < hi) {");
+      line("const int64_t x = (lo + hi + 1) / 2;");
+      range_of("x", "if (begin <= linear) lo = x; else hi = x - 1;");
+      close();
+      open("if (lo <= hi) {");
+      range_of("lo", "if (begin <= linear && linear < end) found = lo;");
+      close();
+    } else {
+      open("for (int64_t x = first; x < first + count && found < 0; ++x) {");
+      range_of("x", "if (begin <= linear && linear < end) found = x;");
+      close();
+    }
     line("if (found < 0) return mk::kSkip;");
     open("if constexpr (kS != mk::kKernels) {");
     line(wait_on(in, "found"));
