@@ -189,7 +189,8 @@ void add_bench_decode_command(CLI::App& bench) {
   cmd->add_option("--ctx", o->contexts, "cached positions per sequence, comma-separated")
       ->delimiter(',')
       ->capture_default_str();
-  cmd->add_option("--exec", o->execs, "exec modes, comma-separated: megakernel, megakernel-dynamic, megakernel-mixed, kernels, graphs")
+  cmd->add_option("--exec", o->execs,
+                  "exec modes, comma-separated: megakernel, megakernel-dynamic, megakernel-mixed, kernels, graphs")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--reps", o->reps, "timed steps per measurement (the median is reported)")

@@ -1,7 +1,7 @@
 #pragma once
-// Binding the dense decode graph's generated megakernel `MK` for one step: its dims in the
-// graph's order from a StepPlan, and the bytes each buffer takes. Shared by the CPU and CUDA
-// backends, which differ only in where the memory lives.
+// Binding a decode graph's generated megakernel `MK` (decode_megakernels.h) for one step: its
+// dims in the graph's order from a StepPlan, and the bytes each buffer takes. Shared by the CPU
+// and CUDA backends, which differ only in where the memory lives.
 
 #include <string>
 #include <vector>

@@ -137,7 +137,8 @@ Tiling default_tiling(const ModelConfig& c, int64_t tokens, int64_t longest_cont
     // 16 tiles each. (Tiled for the whole grid per expert, B = 1 took 1024 down tiles of 24 KB a
     // layer, 8 us each: 3 ms of a 22 ms step.) A dense layer is tiled as the dense MLP (rows_i, rows_h).
     const int64_t experts = std::max<int64_t>(1, c.moe->num_experts);
-    const int per_expert = static_cast<int>(std::max<int64_t>(1, workers / std::min(experts, tokens * c.moe->num_experts_per_tok)));
+    const int64_t routed = std::min(experts, tokens * c.moe->num_experts_per_tok);
+    const int per_expert = static_cast<int>(std::max<int64_t>(1, workers / routed));
     t.rows_e = rows_per_tile(experts, llm::kTileRows, workers);
     t.rows_xi = rows_per_tile(c.moe->moe_intermediate_size, 8, per_expert);
     t.rows_dn = rows_per_tile(c.hidden_size, llm::kTileRows, per_expert);

@@ -16,9 +16,9 @@ namespace {
 // expert's ACTX, which releases that expert's down tiles, and moe_plan sets how many tiles each
 // count waits for. Tiles of experts no token chose are never released (the static schedule
 // skips them). The edges keep their layer (ir::layer_offset), so the groups are ordered layer by
-// layer rather than as wholes, which would close a cycle through the layer chain. moe_topk is not inline: an inline group's tasks go to the worker
-// whose notification released them, and RLOG releases all T of a layer's at once, more than a
-// worker's inline queue holds in a prefill step.
+// layer rather than as wholes, which would close a cycle through the layer chain. moe_topk is not
+// inline: an inline group's tasks go to the worker whose notification released them, and RLOG
+// releases all T of a layer's at once, more than a worker's inline queue holds in a prefill step.
 constexpr const char* kMoeBlock = R"evt(
 XE = dim()      # experts of a sparse layer (a dense layer is one)
 XK = dim()      # route slots per token: top-k

@@ -17,8 +17,9 @@ Expected<std::unique_ptr<Decoder>> make_test_decoder(std::shared_ptr<const Loade
 namespace {
 
 INSTANTIATE_TEST_SUITE_P(Cpu, FixtureDecode,
-                         ::testing::ValuesIn(fixture_cases({Exec::kReference, Exec::kMegakernel, Exec::kMegakernelDynamic,
-                                                            Exec::kMegakernelMixed, Exec::kKernels})),
+                         ::testing::ValuesIn(fixture_cases({Exec::kReference, Exec::kMegakernel,
+                                                            Exec::kMegakernelDynamic, Exec::kMegakernelMixed,
+                                                            Exec::kKernels})),
                          case_name);
 
 TEST(MoeBackends, RefusesMoreExpertsThanTheTileFunctionsTake) {

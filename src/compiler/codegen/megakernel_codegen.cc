@@ -1140,7 +1140,8 @@ void Emitter::emit_group_code(size_t gi) {
       Scope es = dims_scope();
       const std::vector<std::string> coords = emit_element_coords(ev, x);
       for (size_t k = 0; k < coords.size(); ++k) es.vars[in.map.vars[k]] = coords[k];
-      line(fmt::format("const int64_t begin = {}, end = {};", expr(in.map.range_begin, es), expr(in.map.range_end, es)));
+      line(fmt::format("const int64_t begin = {}, end = {};", expr(in.map.range_begin, es),
+                       expr(in.map.range_end, es)));
       line("(void)end;");
       line(use);
       close();

@@ -16,7 +16,8 @@ void moe_expert_down_reference(const TileArgs& a) {
   const int32_t* ptr = dn_ptr.as<const int32_t>() + l * (experts + 1);
   for (int64_t e = 0; e < experts; ++e) {
     if (a.tile[1] < ptr[e] || a.tile[1] >= ptr[e + 1]) continue;
-    const int64_t per_tile = moe_down_rows(cfg.as<const int32_t>(), m.sparse()), first = (a.tile[1] - ptr[e]) * per_tile;
+    const int64_t per_tile = moe_down_rows(cfg.as<const int32_t>(), m.sparse());
+    const int64_t first = (a.tile[1] - ptr[e]) * per_tile;
     const TiledMatrix w = ref_tiled(m.expert_down(e), hidden);
     for (int64_t p = indptr.as<const int32_t>()[e]; p < indptr.as<const int32_t>()[e + 1]; ++p) {
       for (int64_t r = first; r < first + per_tile && r < hidden; ++r) {

@@ -26,8 +26,12 @@ inline constexpr int64_t kMaxMoeTopK = 16;
 // Output rows per gate/up and per down tile of a layer's experts: a sparse layer's are tiled so that
 // the experts a step can route to fill the workers, a dense layer's one expert (every token) as
 // the dense model's MLP is.
-EVT_HD inline int64_t moe_gate_up_rows(const int32_t* cfg, bool sparse) { return cfg[sparse ? kCfgMoeRowsXI : kCfgRowsI]; }
-EVT_HD inline int64_t moe_down_rows(const int32_t* cfg, bool sparse) { return cfg[sparse ? kCfgMoeRowsDn : kCfgRowsH]; }
+EVT_HD inline int64_t moe_gate_up_rows(const int32_t* cfg, bool sparse) {
+  return cfg[sparse ? kCfgMoeRowsXI : kCfgRowsI];
+}
+EVT_HD inline int64_t moe_down_rows(const int32_t* cfg, bool sparse) {
+  return cfg[sparse ? kCfgMoeRowsDn : kCfgRowsH];
+}
 
 // The expert whose tile range [ptr[e], ptr[e + 1]) holds tile i, or -1 past the last.
 EVT_HD inline int64_t moe_tile_expert(const int32_t* ptr, int64_t experts, int64_t i) {
