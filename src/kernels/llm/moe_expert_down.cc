@@ -2,6 +2,7 @@
 
 #include "kernels/llm/moe_expert_down.h"
 
+#include "kernels/llm/moe_reference.h"
 #include "kernels/llm/reference_math.h"
 #include "kernels/registry.h"
 
@@ -14,16 +15,15 @@ void moe_expert_down_reference(const TileArgs& a) {
   const int64_t l = a.tile[0], width = act.dim(1), hidden = y.dim(1), experts = dn_ptr.dim(1) - 1;
   const LayerMlp m = layer_mlp(cfg.as<const int32_t>(), wtab.as<const int64_t>(), l, hidden);
   const int32_t* ptr = dn_ptr.as<const int32_t>() + l * (experts + 1);
-  for (int64_t e = 0; e < experts; ++e) {
-    if (a.tile[1] < ptr[e] || a.tile[1] >= ptr[e + 1]) continue;
-    const int64_t per_tile = moe_down_rows(cfg.as<const int32_t>(), m.sparse());
-    const int64_t first = (a.tile[1] - ptr[e]) * per_tile;
-    const TiledMatrix w = ref_tiled(m.expert_down(e), hidden);
-    for (int64_t p = indptr.as<const int32_t>()[e]; p < indptr.as<const int32_t>()[e + 1]; ++p) {
-      for (int64_t r = first; r < first + per_tile && r < hidden; ++r) {
-        y.as<float>()[p * hidden + r] =
-            static_cast<float>(sorted_w.as<const float>()[p] * ref_dot(w, r, 0, m.inter, act.as<const float>() + p * width));
-      }
+  const int64_t e = ref_tile_expert(ptr, experts, a.tile[1]);
+  if (e < 0) return;
+  const int64_t per_tile = moe_down_rows(cfg.as<const int32_t>(), m.sparse());
+  const int64_t first = (a.tile[1] - ptr[e]) * per_tile;
+  const TiledMatrix w = ref_tiled(m.expert_down(e), hidden);
+  for (int64_t p = indptr.as<const int32_t>()[e]; p < indptr.as<const int32_t>()[e + 1]; ++p) {
+    for (int64_t r = first; r < first + per_tile && r < hidden; ++r) {
+      const double dot = ref_dot(w, r, 0, m.inter, act.as<const float>() + p * width);
+      y.as<float>()[p * hidden + r] = static_cast<float>(sorted_w.as<const float>()[p] * dot);
     }
   }
 }

@@ -4,19 +4,12 @@
 
 #include <cmath>
 
+#include "kernels/llm/moe_reference.h"
 #include "kernels/llm/reference_math.h"
 #include "kernels/registry.h"
 
 namespace evt::kernels::llm {
 namespace {
-
-// The expert whose tile range holds tile i: a plain scan, not the body's search.
-int64_t ref_tile_expert(const int32_t* ptr, int64_t experts, int64_t i) {
-  for (int64_t e = 0; e < experts; ++e) {
-    if (ptr[e] <= i && i < ptr[e + 1]) return e;
-  }
-  return -1;
-}
 
 void moe_expert_gate_up_reference(const TileArgs& a) {
   const BufferView &cfg = a.reads[0], &wtab = a.reads[1], &x_mid = a.reads[2], &indptr = a.reads[3],

@@ -4,6 +4,7 @@
 
 #include <vector>
 
+#include "kernels/llm/moe_reference.h"
 #include "kernels/llm/reference_math.h"
 #include "kernels/registry.h"
 #include "util/check.h"
@@ -58,11 +59,7 @@ void moe_plan_reference(const TileArgs& a) {
   }
   a.wait_counts->set_wait_count(1, l, dn[experts]);  // DONE
   const int64_t max_gu = a.writes[6].dim(1);
-  for (int64_t i = 0; i < max_gu; ++i) {
-    int64_t owner = -1;  // the expert whose range holds tile i
-    for (int64_t e = 0; e < experts && owner < 0; ++e) owner = gu[e] <= i && i < gu[e + 1] ? e : -1;
-    out(6)[l * max_gu + i] = static_cast<int32_t>(owner);
-  }
+  for (int64_t i = 0; i < max_gu; ++i) out(6)[l * max_gu + i] = static_cast<int32_t>(ref_tile_expert(gu, experts, i));
 }
 
 }  // namespace
