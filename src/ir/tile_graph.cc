@@ -224,6 +224,7 @@ Status TileGraph::build_groups_and_events() {
     gi.num_tasks = product(gi.extents);
     num_tasks_ += gi.num_tasks;
     for (size_t i = 0; i < g.in_edges.size(); ++i) {
+      gi.keeps_layer.push_back(layer_offset(*graph_, g, g.in_edges[i]) == std::optional<int64_t>(0));
       const EdgeMap& m = g.in_edges[i].map;
       if (m.kind == EdgeMap::Kind::kRangeTrigger) {
         gi.range_trigger_edges.push_back(static_cast<int>(i));

@@ -30,6 +30,9 @@ struct GroupInstance {
   int64_t first_task = 0;
   int64_t num_tasks = 0;
   std::vector<int> range_trigger_edges;  // indices into in_edges
+  // Per in-edge, 1 when it keeps the layer (ir::layer_offset 0): a range trigger then releases
+  // only tiles of its element's layer.
+  std::vector<uint8_t> keeps_layer;
   std::vector<int> dd_in_edges;          // data-dependent kMap in-edges, resolved at run time
   std::vector<int> dd_out_edges;         // data-dependent out-edges, resolved after the run
 };

@@ -248,7 +248,7 @@ Status Execution::release_range_consumers(int64_t element, Chaos& chaos) {
                    graph_.groups[g].name, tg_.element_name(element), range.first, range.second, gi.num_tasks);
     }
     // A layered group's trigger releases tiles of its element's layer only (ir::layer_offset).
-    if (ir::layer_offset(graph_, graph_.groups[g], edge) && range.second > range.first) {
+    if (gi.keeps_layer[e] && range.second > range.first) {
       const int64_t layer = tg_.element_coords(element)[0], per_layer = gi.num_tasks / gi.extents[0];
       if (range.first < layer * per_layer || range.second > (layer + 1) * per_layer) {
         return error("task group {}: range trigger at {} releases tiles [{}, {}), outside layer {}'s tiles [{}, {})",
@@ -296,7 +296,7 @@ Expected<bool> Execution::find_trigger(int64_t task, int worker) {
     const ir::EventInstance& ev = tg_.events()[graph_.event_index(edge.event)];
     // Only the task's layer's elements release it, when the trigger keeps the layer.
     int64_t first = ev.first_element, count = ev.num_elements;
-    if (ir::layer_offset(graph_, graph_.groups[g], edge)) {
+    if (tg_.groups()[g].keeps_layer[e]) {
       count = ev.num_elements / ev.shape[0];
       first += tg_.task_coords(task)[0] * count;
     }
