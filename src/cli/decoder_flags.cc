@@ -57,7 +57,8 @@ void add_decoder_flags(CLI::App& cmd, DecoderFlags& f, const std::string& kv_pag
   cmd.add_option("--exec", f.exec,
                  "how each step runs: megakernel (one persistent kernel, static per-SM queues), "
                  "megakernel-dynamic (on-GPU ready queue), megakernel-mixed (each task group as the graph says: "
-                 "an MoE model's expert tiles from the ready queue, the rest static), kernels (one launch per task group and layer), "
+                 "an MoE model's expert tiles from the ready queue, the rest static), kernels (one launch per "
+                 "task group and layer), "
                  "graphs (kernels replayed from CUDA graphs per batch bucket; CUDA only), reference (the CPU "
                  "executor with the naive CPU references; CPU only)")
       ->capture_default_str();
