@@ -203,7 +203,7 @@ Expected<StepPlan> plan_step(const ModelConfig& c, const Tiling& tiling, const K
   };
   const int warps = llm::kDecodeThreads / 32;
   int64_t scratch = std::max(llm::attention_scratch_bytes(c.head_dim, warps),
-                             llm::attention_merge_scratch_bytes(plan.dims["KVS"], warps));
+                             llm::attention_merge_scratch_bytes(plan.dims["KVS"]));
   const auto gemv = [&](int64_t k, int64_t groups, int64_t rows_in) {
     scratch = std::max(scratch, llm::gemv_scratch_bytes(k, groups, rows_in, warps));
   };

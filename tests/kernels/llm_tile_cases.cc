@@ -390,8 +390,9 @@ void build_attention_merge(Case& c, Rng& rng) {
   for (auto& n : kv_len) n = rng.integer(1, s.max_context);
   kv_len[0] = s.max_context;
   const int64_t splits = ceil_div(s.max_context, s.kv_split) + s.kv_extra_splits;
-  c.grid = {s.layers, s.tokens};
+  c.grid = {s.layers, s.tokens, s.kv_heads};
   c.layer = s.layer;
+  c.reads.push_back(make_cfg(s));
   HostTensor o = f32_tensor("o_part", {splits, s.tokens, s.heads, s.head_dim}, rng);
   HostTensor ml("ml", DType::kF32, {splits, s.tokens, s.heads, 2});
   int64_t probe_split = 0;
@@ -419,7 +420,7 @@ void build_attention_merge(Case& c, Rng& rng) {
   c.reads.push_back(std::move(o));
   c.reads.push_back(std::move(ml));
   c.writes.push_back(output("attn", DType::kF32, {s.tokens, s.heads * s.head_dim}));
-  c.probe = {0, probe_split * s.tokens * s.heads * s.head_dim};  // the split weighing most
+  c.probe = {1, probe_split * s.tokens * s.heads * s.head_dim};  // the split weighing most
 }
 
 void build_o_proj(Case& c, Rng& rng) {
@@ -610,7 +611,7 @@ const std::map<std::string, Row>& row_table() {
       {"qkv_finish_d128", {build_qkv_finish, kAttention | kQkvSplit | kQkNorm}},
       {"decode_attention_d64", {build_decode_attention, kAttention | kKvSplit | kQScale}},
       {"decode_attention_d128", {build_decode_attention, kAttention | kKvSplit | kQScale}},
-      {"attention_merge", {build_attention_merge, kTokens | kHeads | kKvSplit | kLayer}},
+      {"attention_merge", {build_attention_merge, kTokens | kKvHeads | kKvSplit | kLayer}},
       {"o_proj", {build_o_proj, kTokens | kHidden | kHeads | kRows | kLayer}},
       {"gate_up_silu", {build_gate_up_silu, kTokens | kHidden | kInter | kRows | kLayer}},
       {"down_proj", {build_down_proj, kTokens | kHidden | kInter | kRows | kLayer}},
@@ -695,14 +696,18 @@ std::vector<CaseSpec> make_specs() {
       add(s);
     }
   }
-  // The merge does not depend on the head dim; 24 checks that it does not assume 64 or 128.
+  // The merge does not depend on the head dim; 24 checks that it does not assume 64 or 128. A tile
+  // is one KV head's query heads: groups of 1, 4 and 8 (kMaxGroup).
   struct Merge {
-    int64_t t, heads, d, context, split, extra, layer;
+    int64_t t, heads, kv_heads, d, context, split, extra, layer;
   };
-  for (const Merge& m : std::vector<Merge>{
-           {1, 4, 64, 7, 3, 1, 0}, {3, 8, 128, 40, 5, 1, 1}, {17, 16, 24, 130, 32, 0, 2}, {97, 8, 64, 150, 64, 1, 1}}) {
+  for (const Merge& m : std::vector<Merge>{{1, 4, 4, 64, 7, 3, 1, 0},
+                                           {3, 8, 2, 128, 40, 5, 1, 1},
+                                           {17, 16, 2, 24, 130, 32, 0, 2},
+                                           {97, 8, 8, 64, 150, 64, 1, 1}}) {
     CaseSpec s = spec("attention_merge");
-    s.tokens = m.t, s.heads = m.heads, s.head_dim = m.d, s.max_context = m.context, s.kv_split = m.split;
+    s.tokens = m.t, s.heads = m.heads, s.kv_heads = m.kv_heads, s.head_dim = m.d, s.max_context = m.context;
+    s.kv_split = m.split;
     s.kv_extra_splits = m.extra, s.layer = m.layer;
     add(s);
   }
