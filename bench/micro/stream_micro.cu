@@ -21,16 +21,9 @@
 #include <cstdlib>
 #include <vector>
 
-namespace {
+#include "cuda_check.h"
 
-#define CHECK(call)                                                                                 \
-  do {                                                                                              \
-    cudaError_t e_ = (call);                                                                        \
-    if (e_ != cudaSuccess) {                                                                        \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                                 \
-    }                                                                                               \
-  } while (0)
+namespace {
 
 constexpr int kConsumerWarps = 15;  // the decode block's (kernels/llm/decode_config.h)
 constexpr int kThreads = (kConsumerWarps + 1) * 32;
@@ -67,52 +60,79 @@ __device__ void mma_bf16(float* d, uint4 a, uint32_t b0, uint32_t b1) {
       : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "r"(b0), "r"(b1));
 }
 
-// The ring: `stages` chunks of `chunk` bytes; the loader copies each chunk as chunk / piece bulk
-// copies. Consumer warp w takes tiles w, w + 15, ... of each chunk.
-template <int kWork>
-__global__ void __launch_bounds__(kThreads, 1)
-    ring_stream(const unsigned char* src, int64_t per_block, int stages, int chunk, int piece, uint64_t* stamps,
-                float* sink, int* failed) {
-  extern __shared__ __align__(128) unsigned char ring[];
-  __shared__ uint64_t full[kMaxStages], empty[kMaxStages];
-  const uint64_t start = now_ns();
-  if (threadIdx.x == 0) {
+// A block's ring: `stages` chunks of `chunk` bytes at the start of its dynamic shared memory, each
+// with a `full` and an `empty` barrier. The loader (lane 0 of the last warp) fills chunk c of the
+// block's slice once the consumers emptied its stage, as chunk / piece bulk copies; with `copy`
+// false it only marks the stage full, so nothing streams.
+struct Ring {
+  unsigned char* data;
+  uint64_t* full;
+  uint64_t* empty;
+  int stages, chunk;
+
+  // Thread 0, then the whole block synchronizes.
+  __device__ void init() const {
     for (int s = 0; s < stages; ++s) {
       cuda::ptx::mbarrier_init(&full[s], 1);
       cuda::ptx::mbarrier_init(&empty[s], kConsumerWarps);
     }
     cuda::ptx::fence_mbarrier_init(cuda::ptx::sem_release, cuda::ptx::scope_cluster);
   }
+  __device__ void load(const unsigned char* slice, int64_t chunks, int piece, bool copy, int* failed) const {
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int s = static_cast<int>(c % stages);
+      if (c >= stages && !wait_phase(&empty[s], static_cast<uint32_t>((c / stages - 1) & 1), failed)) break;
+      if (!copy) {
+        cuda::ptx::mbarrier_arrive(&full[s]);
+        continue;
+      }
+      cuda::ptx::mbarrier_arrive_expect_tx(cuda::ptx::sem_release, cuda::ptx::scope_cta, cuda::ptx::space_shared,
+                                           &full[s], static_cast<uint32_t>(chunk));
+      for (int at = 0; at < chunk; at += piece) {
+        cuda::ptx::cp_async_bulk(cuda::ptx::space_cluster, cuda::ptx::space_global, data + int64_t{s} * chunk + at,
+                                 slice + c * chunk + at, static_cast<uint32_t>(piece), &full[s]);
+      }
+    }
+    // Every copy must land before the block exits.
+    for (int64_t c = chunks > stages ? chunks - stages : 0; c < chunks; ++c) {
+      wait_phase(&full[c % stages], static_cast<uint32_t>((c / stages) & 1), failed);
+    }
+  }
+  // A consumer: chunk c's data once it landed (null when the wait gave up), and its release.
+  __device__ const unsigned char* acquire(int64_t c, int* failed) const {
+    const int s = static_cast<int>(c % stages);
+    return wait_phase(&full[s], static_cast<uint32_t>((c / stages) & 1), failed) ? data + int64_t{s} * chunk : nullptr;
+  }
+  __device__ void release(int64_t c) const {
+    __syncwarp();
+    if (threadIdx.x % 32 == 0) cuda::ptx::mbarrier_arrive(&empty[c % stages]);
+  }
+};
+
+// The ring: `stages` chunks of `chunk` bytes; the loader copies each chunk as chunk / piece bulk
+// copies. Consumer warp w takes tiles w, w + 15, ... of each chunk.
+template <int kWork>
+__global__ void __launch_bounds__(kThreads, 1)
+    ring_stream(const unsigned char* src, int64_t per_block, int stages, int chunk, int piece, uint64_t* stamps,
+                float* sink, int* failed) {
+  extern __shared__ __align__(128) unsigned char ring_data[];
+  __shared__ uint64_t full[kMaxStages], empty[kMaxStages];
+  const uint64_t start = now_ns();
+  const Ring ring{ring_data, full, empty, stages, chunk};
+  if (threadIdx.x == 0) ring.init();
   __syncthreads();
-  const unsigned char* mine = src + per_block * blockIdx.x;
   const int64_t chunks = per_block / chunk;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   if (warp == kConsumerWarps) {
-    if (lane == 0) {
-      for (int64_t c = 0; c < chunks; ++c) {
-        const int s = static_cast<int>(c % stages);
-        if (c >= stages && !wait_phase(&empty[s], static_cast<uint32_t>((c / stages - 1) & 1), failed)) break;
-        cuda::ptx::mbarrier_arrive_expect_tx(cuda::ptx::sem_release, cuda::ptx::scope_cta, cuda::ptx::space_shared,
-                                             &full[s], static_cast<uint32_t>(chunk));
-        for (int at = 0; at < chunk; at += piece) {
-          cuda::ptx::cp_async_bulk(cuda::ptx::space_cluster, cuda::ptx::space_global, ring + int64_t{s} * chunk + at,
-                                   mine + c * chunk + at, static_cast<uint32_t>(piece), &full[s]);
-        }
-      }
-      // Every copy must land before the block exits.
-      for (int64_t c = chunks > stages ? chunks - stages : 0; c < chunks; ++c) {
-        wait_phase(&full[c % stages], static_cast<uint32_t>((c / stages) & 1), failed);
-      }
-    }
+    if (lane == 0) ring.load(src + per_block * blockIdx.x, chunks, piece, true, failed);
     return;
   }
   float acc[4] = {};
   uint32_t x = 0;
   const int tiles = chunk / kTileBytes;
   for (int64_t c = 0; c < chunks; ++c) {
-    const int s = static_cast<int>(c % stages);
-    if (!wait_phase(&full[s], static_cast<uint32_t>((c / stages) & 1), failed)) break;
-    const unsigned char* data = ring + int64_t{s} * chunk;
+    const unsigned char* data = ring.acquire(c, failed);
+    if (data == nullptr) break;
     if constexpr (kWork != kRelease) {
       const bool mine = kWork != kMmaOneWarp || warp == c % 12;
       const int first = kWork == kMmaOneWarp ? 0 : warp, step = kWork == kMmaOneWarp ? 1 : kConsumerWarps;
@@ -127,8 +147,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
       }
     }
-    __syncwarp();
-    if (lane == 0) cuda::ptx::mbarrier_arrive(&empty[s]);
+    ring.release(c);
   }
   sink[blockIdx.x * blockDim.x + threadIdx.x] = acc[0] + acc[1] + acc[2] + acc[3] + static_cast<float>(x);
   asm volatile("bar.sync 1, %0;" ::"r"(kConsumerWarps * 32));
@@ -174,60 +193,37 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 
 // What a task's notification costs while weights stream: per chunk, every consumer thread
-// stores a word (a task's output), the consumers meet at a barrier, and thread 0 runs the
-// release fence a notification starts with, then four dependent loads from the L2 (a latency-bound
-// body's index chain), each timed with clock64. kStream: the loader streams
-// meanwhile (one block per SM, as in ring_stream); otherwise nothing else is in flight.
+// stores a word (a task's output), the consumers meet at a barrier, and thread 0 runs the release
+// fence a notification starts with, then four dependent loads from the L2 (a latency-bound body's
+// index chain), each timed with clock64. kStream: the loader streams meanwhile (one block per SM,
+// as in ring_stream); otherwise nothing else is in flight.
 template <bool kStream>
 __global__ void __launch_bounds__(kThreads, 1)
     fence_cost(const unsigned char* src, int64_t per_block, int stages, const uint32_t* chain, uint64_t* stamps,
                float* out, uint64_t* cycles, int* failed) {
-  extern __shared__ __align__(128) unsigned char ring[];
+  extern __shared__ __align__(128) unsigned char ring_data[];
   __shared__ uint64_t full[kMaxStages], empty[kMaxStages];
   const uint64_t start = now_ns();
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < stages; ++s) {
-      cuda::ptx::mbarrier_init(&full[s], 1);
-      cuda::ptx::mbarrier_init(&empty[s], kConsumerWarps);
-    }
-    cuda::ptx::fence_mbarrier_init(cuda::ptx::sem_release, cuda::ptx::scope_cluster);
-  }
-  __syncthreads();
   constexpr int kChunk = 16384;
-  const unsigned char* mine = src + per_block * blockIdx.x;
+  const Ring ring{ring_data, full, empty, stages, kChunk};
+  if (threadIdx.x == 0) ring.init();
+  __syncthreads();
   const int64_t chunks = per_block / kChunk;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   if (warp == kConsumerWarps) {
-    if (lane == 0) {
-      for (int64_t c = 0; c < chunks; ++c) {
-        const int s = static_cast<int>(c % stages);
-        if (c >= stages && !wait_phase(&empty[s], static_cast<uint32_t>((c / stages - 1) & 1), failed)) break;
-        if (kStream) {
-          cuda::ptx::mbarrier_arrive_expect_tx(cuda::ptx::sem_release, cuda::ptx::scope_cta, cuda::ptx::space_shared,
-                                               &full[s], static_cast<uint32_t>(kChunk));
-          cuda::ptx::cp_async_bulk(cuda::ptx::space_cluster, cuda::ptx::space_global, ring + int64_t{s} * kChunk,
-                                   mine + c * kChunk, static_cast<uint32_t>(kChunk), &full[s]);
-        } else {
-          cuda::ptx::mbarrier_arrive(&full[s]);
-        }
-      }
-      for (int64_t c = chunks > stages ? chunks - stages : 0; c < chunks; ++c) {
-        wait_phase(&full[c % stages], static_cast<uint32_t>((c / stages) & 1), failed);
-      }
-    }
+    if (lane == 0) ring.load(src + per_block * blockIdx.x, chunks, kChunk, kStream, failed);
     return;
   }
   uint64_t spent = 0, chased = 0;
   for (int64_t c = 0; c < chunks; ++c) {
-    const int s = static_cast<int>(c % stages);
-    if (!wait_phase(&full[s], static_cast<uint32_t>((c / stages) & 1), failed)) break;
+    if (ring.acquire(c, failed) == nullptr) break;
     out[(blockIdx.x * kConsumerWarps * 32 + threadIdx.x) * 4 + (c & 3)] = static_cast<float>(c);
     asm volatile("bar.sync 1, %0;" ::"r"(kConsumerWarps * 32));
     if (threadIdx.x == 0) {
       const uint64_t t0 = clock64();
       asm volatile("fence.acq_rel.gpu;" ::: "memory");
       const uint64_t t1 = clock64();
-      // Four dependent loads of words in the L2 (written by other blocks, as a body's inputs are).
+      // Four dependent loads of a small table that stays in the L2, each giving the next index.
       uint32_t at = (blockIdx.x * 64 + static_cast<uint32_t>(c)) % 4096;
       for (int k = 0; k < 4; ++k) {
         uint32_t v;
@@ -237,8 +233,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       chased += clock64() - t1 + (at == 0xffffffffu);
       spent += t1 - t0;
     }
-    __syncwarp();
-    if (lane == 0) cuda::ptx::mbarrier_arrive(&empty[s]);
+    ring.release(c);
   }
   asm volatile("bar.sync 1, %0;" ::"r"(kConsumerWarps * 32));
   if (threadIdx.x == 0) {

@@ -12,16 +12,9 @@
 #include <cstdlib>
 #include <vector>
 
-namespace {
+#include "cuda_check.h"
 
-#define CHECK(call)                                                                          \
-  do {                                                                                       \
-    cudaError_t e_ = (call);                                                                 \
-    if (e_ != cudaSuccess) {                                                                 \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                          \
-    }                                                                                        \
-  } while (0)
+namespace {
 
 constexpr int kThreads = 128;
 constexpr uint64_t kSpinLimit = 1ull << 26;  // polls before a wait gives up (never hang)
