@@ -157,14 +157,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
-// Plain loads: every consumer thread keeps kU 16-byte loads in flight (no L1 allocation).
+// Plain loads: every consumer thread keeps kU 16-byte loads in flight (no L1 allocation) over
+// the block's slice of `vecs` 16-byte words; returns their xor.
 template <int kU>
-__global__ void __launch_bounds__(kThreads, 1)
-    direct_stream(const unsigned char* src, int64_t per_block, uint64_t* stamps, float* sink) {
-  const uint64_t start = now_ns();
-  if (threadIdx.x >= kConsumerWarps * 32) return;
-  const uint4* mine = reinterpret_cast<const uint4*>(src + per_block * blockIdx.x);
-  const int64_t vecs = per_block / 16;
+__device__ uint32_t load_slice(const uint4* mine, int64_t vecs) {
   const int n = kConsumerWarps * 32;
   uint32_t x = 0;
   for (int64_t i = threadIdx.x; i < vecs; i += int64_t{n} * kU) {
@@ -183,14 +179,64 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
     for (int u = 0; u < kU; ++u) x ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
   }
+  return x;
+}
+
+template <int kU>
+__global__ void __launch_bounds__(kThreads, 1)
+    direct_stream(const unsigned char* src, int64_t per_block, uint64_t* stamps, float* sink) {
+  const uint64_t start = now_ns();
+  if (threadIdx.x >= kConsumerWarps * 32) return;
+  const uint32_t x = load_slice<kU>(reinterpret_cast<const uint4*>(src + per_block * blockIdx.x), per_block / 16);
   sink[blockIdx.x * blockDim.x + threadIdx.x] = static_cast<float>(x);
-  asm volatile("bar.sync 1, %0;" ::"r"(n));
+  asm volatile("bar.sync 1, %0;" ::"r"(kConsumerWarps * 32));
   if (threadIdx.x == 0) {
     stamps[2 * blockIdx.x] = start;
     stamps[2 * blockIdx.x + 1] = now_ns();
   }
 }
 
+// How long a dependent load from the L2 takes while every SM streams (a latency-bound task's
+// index chain, while the other SMs stream weights): the consumer warps stream the block's slice
+// with plain loads (kLoad) or idle as long, and the last warp's lane 0 meanwhile walks a chain
+// of words in the L2, each giving the next index, until they are done. cycles[2b], [2b + 1]: the
+// walk's cycles and loads.
+template <bool kLoad>
+__global__ void __launch_bounds__(kThreads, 1)
+    probe_latency(const unsigned char* src, int64_t per_block, const uint32_t* chain, uint64_t* stamps, float* sink,
+                  uint64_t* cycles) {
+  __shared__ volatile int done;
+  const uint64_t start = now_ns();
+  if (threadIdx.x == 0) done = 0;
+  __syncthreads();
+  if (threadIdx.x >= kConsumerWarps * 32) {
+    if (threadIdx.x != kConsumerWarps * 32) return;
+    uint32_t at = blockIdx.x * 31 % 4096;
+    uint64_t loads = 0;
+    const uint64_t t0 = clock64();
+    while (done == 0) {
+      for (int k = 0; k < 8; ++k) asm volatile("ld.global.cg.u32 %0, [%1];" : "=r"(at) : "l"(chain + at) : "memory");
+      loads += 8;
+    }
+    cycles[2 * blockIdx.x] = clock64() - t0 + (at == 0xffffffffu);
+    cycles[2 * blockIdx.x + 1] = loads;
+    return;
+  }
+  uint32_t x = 0;
+  if (kLoad) {
+    x = load_slice<4>(reinterpret_cast<const uint4*>(src + per_block * blockIdx.x), per_block / 16);
+  } else {
+    while (now_ns() - start < 50000) {
+    }
+  }
+  sink[blockIdx.x * blockDim.x + threadIdx.x] = static_cast<float>(x);
+  asm volatile("bar.sync 1, %0;" ::"r"(kConsumerWarps * 32));
+  if (threadIdx.x == 0) {
+    done = 1;
+    stamps[2 * blockIdx.x] = start;
+    stamps[2 * blockIdx.x + 1] = now_ns();
+  }
+}
 
 // What a task's notification costs while weights stream: per chunk, every consumer thread
 // stores a word (a task's output), the consumers meet at a barrier, and thread 0 runs the release
@@ -328,6 +374,26 @@ void direct(const Device& d, int64_t per_block) {
 }
 
 
+// A dependent L2 load's latency (median over the blocks) while every SM streams, and idle.
+template <bool kLoad>
+void probe(const Device& d, int64_t per_block) {
+  const double us = median_span_us(d, per_block, [&](const unsigned char* src) {
+    probe_latency<kLoad><<<d.sms, kThreads>>>(src, per_block, d.chain, d.stamps, d.sink, d.cycles);
+  });
+  std::vector<uint64_t> cycles(2 * d.sms), per_load(d.sms);
+  CHECK(cudaMemcpy(cycles.data(), d.cycles, cycles.size() * 8, cudaMemcpyDeviceToHost));
+  for (int b = 0; b < d.sms; ++b) per_load[b] = cycles[2 * b] / std::max<uint64_t>(cycles[2 * b + 1], 1);
+  std::nth_element(per_load.begin(), per_load.begin() + d.sms / 2, per_load.end());
+  int clock_khz = 0;
+  CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0));
+  const double load_ns = per_load[d.sms / 2] * 1e6 / clock_khz;
+  char json[160], what[96];
+  std::snprintf(json, sizeof json, "\"bench\": \"probe\", \"streaming\": %s, \"l2_dependent_load_ns\": %.0f",
+                kLoad ? "true" : "false", load_ns);
+  std::snprintf(what, sizeof what, "L2 load beside %s: %.0f ns", kLoad ? "plain-load streaming" : "idle SMs", load_ns);
+  report(d, json, what, kLoad ? per_block : 0, us);
+}
+
 // The release fence's cost in SM cycles (median over the blocks), with and without streaming.
 template <bool kStream>
 void fence(const Device& d, int64_t per_block) {
@@ -383,6 +449,8 @@ int main() {
   }
   fence<false>(d, int64_t{1536} << 10);
   fence<true>(d, int64_t{1536} << 10);
+  probe<false>(d, int64_t{6} << 20);
+  probe<true>(d, int64_t{6} << 20);
 
   std::printf("\n%-52s %9s %9s %8s\n", "streaming (one block per SM)", "KiB/SM", "span us", "TB/s");
   for (const Row& r : g_rows) {
