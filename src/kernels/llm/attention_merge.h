@@ -3,8 +3,8 @@
 // normalized output weighs sum_s * exp(max_s - max), as in flash-decoding. Tile (l, t, h) merges
 // query heads [h G, (h + 1) G) of token t (G = HQ / HKV, GQA's group): the decode graph runs it
 // inline, on the SM whose attention split completes that KV head, so a token's HKV merges run on
-// as many SMs at once. (One task per token, reading every head's splits from one SM, took 16-19
-// us a layer at B = 1 on an H200: its loads queued behind one another.)
+// as many SMs at once. (One task per token, reading every head's splits from one SM, took 17 us
+// of work a layer for Qwen3-8B at B = 1 on an H200; a KV head's takes 7.6, on 8 SMs at once.)
 //   reads (cfg, o_part: KVS x T x HQ x D f32, ml: KVS x T x HQ x 2 f32), writes (attn: T x HQ D f32)
 
 #include "kernels/llm/decode_attention.h"
