@@ -48,35 +48,47 @@ EVT_HD void decode_attention_body(const Block& b, const int64_t* tile, const Dev
       qv[g][j] = g < group ? q[j] * scale : 0.0f;
     }
   }
-  // A warp's positions p0 + warp, + W, ...: the next one's K and V rows load while this one's
-  // scores are computed, so each position costs one memory round trip less.
+  // The split's page ids, one per lane (its first lanes() pages), so that a position's cache slot
+  // needs no load of its own: each load that waits on another costs a round trip, ~1.4 us while
+  // the other SMs stream weights (bench/README.md), and the slot used to be one before each row.
+  // Positions and page sizes fit 32 bits, whose division is a few instructions (kv_slot).
+  const auto page_size = static_cast<int32_t>(cfg[kCfgPageSize]);
+  const int32_t first_page = static_cast<int32_t>(p0) / page_size;
+  const int32_t split_pages = p0 < p1 ? static_cast<int32_t>(p1 - 1) / page_size - first_page + 1 : 0;
+  const int32_t lane_page = lane(b) < split_pages ? pages[first_page + lane(b)] : 0;
+  const auto slot_of = [&](int64_t p) {
+    const int32_t page = static_cast<int32_t>(p) / page_size, k = page - first_page;
+    return static_cast<int64_t>(k < lanes() ? warp_broadcast(lane_page, k) : pages[page]) * page_size +
+           static_cast<int32_t>(p) % page_size;
+  };
   const auto load_row = [&](int64_t p, float* kr, float* vr) {
-    const int64_t row = ((l * slots + kv_slot(pages, p, cfg[kCfgPageSize])) * kv_heads + h) * D + lane(b) * kPer;
+    const int64_t row = ((l * slots + slot_of(p)) * kv_heads + h) * D + lane(b) * kPer;
     load_bf16s<kPer>(reads[2].as<const uint16_t>() + row, kr);
     load_bf16s<kPer>(reads[3].as<const uint16_t>() + row, vr);
   };
-  float kr[kPer], vr[kPer], k_next[kPer], v_next[kPer];
-  if (p0 + warp(b) < p1) load_row(p0 + warp(b), kr, vr);
-  for (int64_t p = p0 + warp(b); p < p1; p += warps(b)) {
-    const bool more = p + warps(b) < p1;
-    if (more) load_row(p + warps(b), k_next, v_next);
+  // A warp's positions p0 + warp, + W, ..., two at a time: both rows' loads are in flight before
+  // the first score.
+  for (int64_t p = p0 + warp(b); p < p1; p += 2 * warps(b)) {
+    const int rows = p + warps(b) < p1 ? 2 : 1;
+    float kr[2][kPer], vr[2][kPer];
+    load_row(p, kr[0], vr[0]);
+    if (rows == 2) load_row(p + warps(b), kr[1], vr[1]);
     EVT_UNROLL
-    for (int g = 0; g < kMaxGroup; ++g) {
-      if (g < group) {
-        float dot = 0;
-        EVT_UNROLL
-        for (int j = 0; j < kPer; ++j) dot += qv[g][j] * kr[j];
-        dot = warp_sum(dot);
-        const float m_new = fmaxf(m[g], dot), rescale = softmax_rescale(m[g], m_new), e = expf(dot - m_new);
-        sum[g] = sum[g] * rescale + e;
-        EVT_UNROLL
-        for (int j = 0; j < kPer; ++j) acc[g][j] = acc[g][j] * rescale + e * vr[j];
-        m[g] = m_new;
-      }
-    }
-    if (more) {
+    for (int i = 0; i < 2; ++i) {
       EVT_UNROLL
-      for (int j = 0; j < kPer; ++j) kr[j] = k_next[j], vr[j] = v_next[j];
+      for (int g = 0; g < kMaxGroup; ++g) {
+        if (i < rows && g < group) {
+          float dot = 0;
+          EVT_UNROLL
+          for (int j = 0; j < kPer; ++j) dot += qv[g][j] * kr[i][j];
+          dot = warp_sum(dot);
+          const float m_new = fmaxf(m[g], dot), rescale = softmax_rescale(m[g], m_new), e = expf(dot - m_new);
+          sum[g] = sum[g] * rescale + e;
+          EVT_UNROLL
+          for (int j = 0; j < kPer; ++j) acc[g][j] = acc[g][j] * rescale + e * vr[i][j];
+          m[g] = m_new;
+        }
+      }
     }
   }
 

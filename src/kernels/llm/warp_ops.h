@@ -54,6 +54,17 @@ EVT_HD inline double warp_sum(double v) {
   return v;
 }
 
+// Lane `src`'s v, to every lane of the warp (which all call it with the same src). On the host
+// (one lane) src is 0.
+EVT_HD inline int32_t warp_broadcast(int32_t v, int src) {
+#if defined(__CUDA_ARCH__)
+  return __shfl_sync(0xffffffffu, v, src);
+#else
+  (void)src;
+  return v;
+#endif
+}
+
 EVT_HD inline float warp_max(float v) {
 #if defined(__CUDA_ARCH__)
   for (int offset = 16; offset > 0; offset /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
