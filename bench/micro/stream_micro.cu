@@ -70,13 +70,22 @@ struct Ring {
   uint64_t* empty;
   int stages, chunk;
 
-  // Thread 0, then the whole block synchronizes.
+  // Thread 0, then the whole block synchronizes (start).
   __device__ void init() const {
     for (int s = 0; s < stages; ++s) {
       cuda::ptx::mbarrier_init(&full[s], 1);
       cuda::ptx::mbarrier_init(&empty[s], kConsumerWarps);
     }
     cuda::ptx::fence_mbarrier_init(cuda::ptx::sem_release, cuda::ptx::scope_cluster);
+  }
+  // Every thread of the block: sets the ring up, then the loader warp streams `chunks` chunks of
+  // the block's slice and is done (false); the consumer threads go on (true).
+  __device__ bool start(const unsigned char* slice, int64_t chunks, int piece, bool copy, int* failed) const {
+    if (threadIdx.x == 0) init();
+    __syncthreads();
+    if (threadIdx.x / 32 < kConsumerWarps) return true;
+    if (threadIdx.x % 32 == 0) load(slice, chunks, piece, copy, failed);
+    return false;
   }
   __device__ void load(const unsigned char* slice, int64_t chunks, int piece, bool copy, int* failed) const {
     for (int64_t c = 0; c < chunks; ++c) {
@@ -119,14 +128,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   __shared__ uint64_t full[kMaxStages], empty[kMaxStages];
   const uint64_t start = now_ns();
   const Ring ring{ring_data, full, empty, stages, chunk};
-  if (threadIdx.x == 0) ring.init();
-  __syncthreads();
   const int64_t chunks = per_block / chunk;
+  if (!ring.start(src + per_block * blockIdx.x, chunks, piece, true, failed)) return;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (warp == kConsumerWarps) {
-    if (lane == 0) ring.load(src + per_block * blockIdx.x, chunks, piece, true, failed);
-    return;
-  }
   float acc[4] = {};
   uint32_t x = 0;
   const int tiles = chunk / kTileBytes;
@@ -252,14 +256,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   const uint64_t start = now_ns();
   constexpr int kChunk = 16384;
   const Ring ring{ring_data, full, empty, stages, kChunk};
-  if (threadIdx.x == 0) ring.init();
-  __syncthreads();
   const int64_t chunks = per_block / kChunk;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (warp == kConsumerWarps) {
-    if (lane == 0) ring.load(src + per_block * blockIdx.x, chunks, kChunk, kStream, failed);
-    return;
-  }
+  if (!ring.start(src + per_block * blockIdx.x, chunks, kChunk, kStream, failed)) return;
   uint64_t spent = 0, chased = 0;
   for (int64_t c = 0; c < chunks; ++c) {
     if (ring.acquire(c, failed) == nullptr) break;
