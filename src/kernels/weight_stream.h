@@ -9,8 +9,8 @@
 // (seed 001's weight prefetch, taken as far as the ring reaches). The body sees each chunk as
 // kChunkTiles whole tiles side by side, wherever they came from.
 //
-// The tiles come from a matrix stored k-block-major (kernels/llm/weight_tiles.h): tile (g, kb) at
-// base + (kb * stride + g) * kStreamTileBytes. A task reads groups [g0, g0 + groups) over
+// The tiles come from a row panel of a matrix, stored k-block-major (kernels/llm/weight_tiles.h):
+// tile (g, kb) at base + (kb * stride + g) * kStreamTileBytes, base the panel's start. A task reads groups [g0, g0 + groups) over
 // k-blocks [kb0, kb0 + kblocks), k-block by k-block, `passes` times over (once per pass of
 // tokens, gemv.h). A chunk never spans two passes.
 
@@ -40,7 +40,8 @@ struct WeightStream {
 
 // Walks a stream's chunks in order, with no division on the way (the loader issues a chunk every
 // few hundred nanoseconds): next() hands out each contiguous piece of the next chunk. The tiles of
-// one k-block are side by side in memory, so a chunk is at most one piece per k-block it meets.
+// one k-block are side by side in memory, so a chunk is at most one piece per k-block it meets,
+// and a single piece when the task reads whole k-blocks (groups == stride: a panel of the layout).
 class StreamCursor {
  public:
   EVT_HD explicit StreamCursor(const WeightStream& s)
@@ -62,9 +63,18 @@ class StreamCursor {
   EVT_HD void next(Run&& run) {
     uint32_t todo = left_ < kChunkTiles ? left_ : static_cast<uint32_t>(kChunkTiles), at = 0;
     left_ -= todo;
+    const unsigned char* piece = nullptr;  // the piece being gathered: [piece, +bytes) to dst `from`
+    uint32_t bytes = 0, from = 0;
     while (todo > 0) {
       const uint32_t n = todo < groups_ - g_ ? todo : groups_ - g_;
-      run(kblock_ + g_ * kStreamTileBytes, n * static_cast<uint32_t>(kStreamTileBytes), at);
+      const unsigned char* src = kblock_ + g_ * kStreamTileBytes;
+      if (src != piece + bytes) {
+        if (bytes > 0) run(piece, bytes, from);
+        piece = src;
+        bytes = 0;
+        from = at;
+      }
+      bytes += n * static_cast<uint32_t>(kStreamTileBytes);
       at += n * static_cast<uint32_t>(kStreamTileBytes);
       todo -= n;
       g_ += n;
@@ -73,6 +83,7 @@ class StreamCursor {
         kblock_ += kblock_bytes_;
       }
     }
+    run(piece, bytes, from);
     if (left_ == 0 && passes_left_ > 0) {  // the next pass reads the same tiles again
       --passes_left_;
       left_ = tiles_per_pass_;

@@ -168,7 +168,8 @@ class CpuDecoder final : public Decoder {
 template <class MK>
 Expected<std::unique_ptr<Decoder>> make(std::shared_ptr<const LoadedModel> model, const CpuDecoderOptions& o) {
   EVT_ASSIGN_OR_RETURN(ir::Graph graph, ir::parse_graph(MK::graph_text(), "decode graph"));
-  EVT_ASSIGN_OR_RETURN(const std::vector<DecodeWeight> weights, decode_weights(model->config, &model->weights));
+  EVT_ASSIGN_OR_RETURN(const std::vector<DecodeWeight> weights,
+                       decode_weights(model->config, &model->weights, weight_tiling(model->config, o.workers)));
   return std::unique_ptr<Decoder>(std::make_unique<CpuDecoder<MK>>(std::move(model), o, std::move(graph), weights));
 }
 

@@ -59,10 +59,10 @@ struct DeviceWeights {
   int64_t embed = 0, final_norm = 0, lm_head = 0;
 };
 
-Status place_weights(const ModelConfig& c, const ModelWeights* host, uint64_t seed, cudaStream_t stream,
-                     DeviceWeights& w) {
+Status place_weights(const ModelConfig& c, const ModelWeights* host, const Tiling& tiling, uint64_t seed,
+                     cudaStream_t stream, DeviceWeights& w) {
   w.wtab.assign(static_cast<size_t>(c.num_layers * llm::kWeightColumns), 0);
-  EVT_ASSIGN_OR_RETURN(const std::vector<DecodeWeight> list, decode_weights(c, host));
+  EVT_ASSIGN_OR_RETURN(const std::vector<DecodeWeight> list, decode_weights(c, host, tiling));
   std::vector<int64_t> offsets;  // bytes into the arena, per weight
   int64_t at = 0;
   for (const DecodeWeight& p : list) {
@@ -117,8 +117,8 @@ class CudaDecoder final : public Decoder {
     EVT_CUDA_RETURN(cudaStreamCreateWithFlags(&d->stream_, cudaStreamNonBlocking));
     EVT_CUDA_RETURN(cudaEventCreate(&d->start_));
     EVT_CUDA_RETURN(cudaEventCreate(&d->end_));
-    EVT_RETURN_IF_ERROR(
-        place_weights(config, d->model_ ? &d->model_->weights : nullptr, seed, d->stream_, d->weights_));
+    EVT_RETURN_IF_ERROR(place_weights(config, d->model_ ? &d->model_->weights : nullptr,
+                                      weight_tiling(config, d->blocks()), seed, d->stream_, d->weights_));
     if (d->options_.kv.pages == 0) {
       EVT_ASSIGN_OR_RETURN(d->options_.kv.pages, d->pages_that_fit());
     }

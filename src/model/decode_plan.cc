@@ -120,13 +120,21 @@ SampleInputs sample_inputs(const StepBatch& b) {
   return in;
 }
 
-Tiling default_tiling(const ModelConfig& c, int64_t tokens, int64_t longest_context, int workers) {
+Tiling weight_tiling(const ModelConfig& c, int workers) {
   namespace llm = kernels::llm;
   workers = std::max(workers, 1);
   Tiling t;
   t.rows_h = rows_per_tile(c.hidden_size, llm::kTileRows, workers);
   t.rows_i = rows_per_tile(c.intermediate_size, 8, workers);  // gate and up rows share a group
   t.rows_v = rows_per_tile(c.vocab_size, llm::kTileRows, workers);
+  if (c.moe) t.rows_e = rows_per_tile(std::max<int64_t>(1, c.moe->num_experts), llm::kTileRows, workers);
+  return t;
+}
+
+Tiling default_tiling(const ModelConfig& c, int64_t tokens, int64_t longest_context, int workers) {
+  namespace llm = kernels::llm;
+  workers = std::max(workers, 1);
+  Tiling t = weight_tiling(c, workers);
   t.qkv_splits = qkv_splits(c.num_heads + 2 * c.num_kv_heads, std::max<int64_t>(1, c.hidden_size / 256), workers);
   // KV splits: enough (token, KV head, split) tiles to cover the workers, each split >= 32.
   const int64_t splits =
@@ -139,7 +147,6 @@ Tiling default_tiling(const ModelConfig& c, int64_t tokens, int64_t longest_cont
     const int64_t experts = std::max<int64_t>(1, c.moe->num_experts);
     const int64_t routed = std::min(experts, tokens * c.moe->num_experts_per_tok);
     const int per_expert = static_cast<int>(std::max<int64_t>(1, workers / routed));
-    t.rows_e = rows_per_tile(experts, llm::kTileRows, workers);
     t.rows_xi = rows_per_tile(c.moe->moe_intermediate_size, 8, per_expert);
     t.rows_dn = rows_per_tile(c.hidden_size, llm::kTileRows, per_expert);
   }

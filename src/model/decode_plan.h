@@ -41,8 +41,10 @@ struct StepBatch {
   int64_t sequences() const { return static_cast<int64_t>(logit_rows.size()); }
 };
 
-// Tile sizes: output rows per tile of each projection, K and KV splits. The next issue's tuning
-// table sets these per batch size; default_tiling() fills a grid of `workers` SMs or threads.
+// Tile sizes: output rows per tile of each projection, K and KV splits. default_tiling() fills a
+// grid of `workers` SMs or threads. The projections' weights are stored in row panels of their
+// tiles (kernels/llm/weight_tiles.h), so rows_h, rows_i, rows_v and rows_e are fixed when the
+// weights are placed: weight_tiling(), which default_tiling() starts from for every batch.
 struct Tiling {
   int64_t rows_h = 16;     // embedding, o_proj, down
   int64_t rows_i = 32;     // gate/up
@@ -53,6 +55,7 @@ struct Tiling {
   int64_t rows_xi = 8;     // MoE expert gate/up of a sparse layer: rows of an expert's width
   int64_t rows_dn = 16;    // MoE expert down of a sparse layer: rows of H
 };
+Tiling weight_tiling(const ModelConfig& config, int workers);
 Tiling default_tiling(const ModelConfig& config, int64_t tokens, int64_t longest_context, int workers);
 
 // The KV cache's geometry: `pages` pages of `page_size` positions, per layer.

@@ -26,14 +26,14 @@ void pack_one(const DecodeWeight& w, std::span<const Bf16Tensor* const> parts, u
   }
   if (w.layout == WeightLayout::kTiledGateUp) {
     const int64_t inter = rows / 2;
-    llm::pack_tiled(rows, cols, [&](int64_t n) -> const uint16_t* {
+    llm::pack_tiled(rows, cols, w.panel_rows, [&](int64_t n) -> const uint16_t* {
       bool up = false;
       const int64_t r = llm::gate_up_source_row(n, up);
       return r < inter ? parts[up ? 1 : 0]->values.data() + r * cols : nullptr;
     }, out);
     return;
   }
-  llm::pack_tiled(rows, cols, [&](int64_t n) -> const uint16_t* {
+  llm::pack_tiled(rows, cols, w.panel_rows, [&](int64_t n) -> const uint16_t* {
     for (const Bf16Tensor* t : parts) {
       const int64_t t_rows = t->numel() / cols;
       if (n < t_rows) return t->values.data() + n * cols;
@@ -52,7 +52,8 @@ void DecodeWeight::pack(uint16_t* out) const {
   }
 }
 
-Expected<std::vector<DecodeWeight>> decode_weights(const ModelConfig& c, const ModelWeights* host) {
+Expected<std::vector<DecodeWeight>> decode_weights(const ModelConfig& c, const ModelWeights* host,
+                                                   const Tiling& tiling) {
   const int64_t hidden = c.hidden_size, inter = c.intermediate_size;
   std::vector<DecodeWeight> list;
   // A weight made of `parts`, each with the rows it contributes (all of them `cols` wide).
@@ -67,6 +68,11 @@ Expected<std::vector<DecodeWeight>> decode_weights(const ModelConfig& c, const M
     if (!w.host.empty() && w.host.size() != parts.size()) return error("{}: some of its tensors are missing", w.what);
     list.push_back(std::move(w));
     return Status();
+  };
+  // A projection stored in row panels of its tiles (weight_tiles.h).
+  auto in_panels = [](DecodeWeight w, int64_t panel_rows) {
+    w.panel_rows = panel_rows;
+    return w;
   };
   auto global = [](std::string what, GlobalWeight g, WeightLayout layout, int64_t rows, int64_t cols, int64_t fan_in) {
     return DecodeWeight{.what = std::move(what), .global = g, .layout = layout, .rows = rows, .cols = cols,
@@ -83,17 +89,19 @@ Expected<std::vector<DecodeWeight>> decode_weights(const ModelConfig& c, const M
     };
     auto t = [&](const Bf16Tensor LayerWeights::*m) { return lw ? &(lw->*m) : nullptr; };
     const int64_t q = c.q_size(), kv = c.kv_size();
-    EVT_RETURN_IF_ERROR(add(layer("qkv_proj", llm::kWqkv, WeightLayout::kTiled, q + 2 * kv, hidden, hidden),
+    EVT_RETURN_IF_ERROR(add(in_panels(layer("qkv_proj", llm::kWqkv, WeightLayout::kTiled, q + 2 * kv, hidden, hidden), c.head_dim),
                             {{t(&LayerWeights::q_proj), q}, {t(&LayerWeights::k_proj), kv}, {t(&LayerWeights::v_proj), kv}}));
-    EVT_RETURN_IF_ERROR(add(layer("o_proj", llm::kWo, WeightLayout::kTiled, hidden, q, q), {{t(&LayerWeights::o_proj), hidden}}));
+    EVT_RETURN_IF_ERROR(add(in_panels(layer("o_proj", llm::kWo, WeightLayout::kTiled, hidden, q, q), tiling.rows_h),
+                            {{t(&LayerWeights::o_proj), hidden}}));
     if (!c.is_moe_layer(l)) {
-      EVT_RETURN_IF_ERROR(add(layer("gate_up_proj", llm::kWgateUp, WeightLayout::kTiledGateUp, 2 * inter, hidden, hidden),
+      EVT_RETURN_IF_ERROR(add(in_panels(layer("gate_up_proj", llm::kWgateUp, WeightLayout::kTiledGateUp, 2 * inter, hidden,
+                                                hidden), 2 * tiling.rows_i),
                               {{t(&LayerWeights::gate_proj), inter}, {t(&LayerWeights::up_proj), inter}}));
-      EVT_RETURN_IF_ERROR(add(layer("down_proj", llm::kWdown, WeightLayout::kTiled, hidden, inter, inter),
+      EVT_RETURN_IF_ERROR(add(in_panels(layer("down_proj", llm::kWdown, WeightLayout::kTiled, hidden, inter, inter), tiling.rows_h),
                               {{t(&LayerWeights::down_proj), hidden}}));
     } else {
       const int64_t experts = c.moe->num_experts, expert_inter = c.moe->moe_intermediate_size;
-      EVT_RETURN_IF_ERROR(add(layer("router", llm::kWrouter, WeightLayout::kTiled, experts, hidden, hidden),
+      EVT_RETURN_IF_ERROR(add(in_panels(layer("router", llm::kWrouter, WeightLayout::kTiled, experts, hidden, hidden), tiling.rows_e),
                               {{lw ? &*lw->router : nullptr, experts}}));
       std::vector<std::pair<const Bf16Tensor*, int64_t>> gate_up, down;
       for (int64_t e = 0; e < experts; ++e) {
@@ -126,7 +134,8 @@ Expected<std::vector<DecodeWeight>> decode_weights(const ModelConfig& c, const M
                           {{host ? &host->norm : nullptr, 1}}));
   // Tied: the LM head is the embedding, stored a second time in the projections' layout.
   const Bf16Tensor* lm = host ? (c.tie_word_embeddings ? &host->embed_tokens : &host->lm_head) : nullptr;
-  EVT_RETURN_IF_ERROR(add(global("lm_head", GlobalWeight::kLmHead, WeightLayout::kTiled, c.vocab_size, hidden, hidden),
+  EVT_RETURN_IF_ERROR(add(in_panels(global("lm_head", GlobalWeight::kLmHead, WeightLayout::kTiled, c.vocab_size, hidden, hidden),
+                                    tiling.rows_v),
                           {{lm, c.vocab_size}}));
   return list;
 }

@@ -14,6 +14,7 @@
 
 #include "kernels/llm/decode_config.h"
 #include "model/config.h"
+#include "model/decode_plan.h"
 #include "model/weights.h"
 
 namespace evt::model {
@@ -36,6 +37,7 @@ struct DecodeWeight {
   int64_t rows = 0, cols = 0;  // one (fused) matrix; a vector is 1 x n
   int64_t count = 1;           // matrices stored one after another: a sparse layer's experts
   int64_t fan_in = 0;          // input features of a projection; 0 for a norm; -1 for the embedding
+  int64_t panel_rows = 0;      // tiled: rows per row panel (its tiles' rows), 0 for one panel
   // The loaded tensors it is made of (in order: each matrix's parts, rows each), or empty without
   // host weights.
   std::vector<const Bf16Tensor*> host;
@@ -50,8 +52,10 @@ struct DecodeWeight {
 };
 
 // Every weight of `config` in checkpoint order: embedding, layer by layer, final norm, LM head.
-// `host` may be null (random weights). Fails, naming the tensor, when a loaded tensor's size is
-// not what the config needs.
-Expected<std::vector<DecodeWeight>> decode_weights(const ModelConfig& config, const ModelWeights* host);
+// `host` may be null (random weights). The projections are stored in row panels of `tiling`'s
+// tiles (weight_tiling()). Fails, naming the tensor, when a loaded tensor's size is not what the
+// config needs.
+Expected<std::vector<DecodeWeight>> decode_weights(const ModelConfig& config, const ModelWeights* host,
+                                                   const Tiling& tiling);
 
 }  // namespace evt::model

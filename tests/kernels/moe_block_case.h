@@ -85,9 +85,10 @@ class MoeBlockCase {
       for (uint16_t& x : v) x = f32_to_bf16(scale * d(rng));
       return v;
     };
-    auto tiled = [](const std::vector<uint16_t>& m, int64_t rows, int64_t cols, bool gate_up) {
+    // In panels of the tiles cfg sets below (panel_rows; 0: one panel), as decode_weights packs them.
+    auto tiled = [](const std::vector<uint16_t>& m, int64_t rows, int64_t cols, int64_t panel_rows, bool gate_up) {
       std::vector<uint16_t> out(static_cast<size_t>(tiled_shape(rows, cols).bytes() / 2));
-      pack_tiled(rows, cols, [&](int64_t n) -> const uint16_t* {
+      pack_tiled(rows, cols, panel_rows, [&](int64_t n) -> const uint16_t* {
         if (!gate_up) return m.data() + n * cols;
         bool up = false;
         const int64_t r = gate_up_source_row(n, up);
@@ -95,11 +96,12 @@ class MoeBlockCase {
       }, out.data());
       return out;
     };
-    dense_gate_up = tiled(bf16s(2 * kI * kH, 0.3f), 2 * kI, kH, true);
-    dense_down = tiled(bf16s(kH * kI, 0.3f), kH, kI, false);
-    router = tiled(bf16s(kE * kH, 2.0f / std::sqrt(float(kH))), kE, kH, false);
+    dense_gate_up = tiled(bf16s(2 * kI * kH, 0.3f), 2 * kI, kH, 16, true);
+    dense_down = tiled(bf16s(kH * kI, 0.3f), kH, kI, 16, false);
+    router = tiled(bf16s(kE * kH, 2.0f / std::sqrt(float(kH))), kE, kH, 16, false);
     for (int64_t e = 0; e < kE; ++e) {
-      const auto gu = tiled(bf16s(2 * kIM * kH, 0.3f), 2 * kIM, kH, true), dn = tiled(bf16s(kH * kIM, 0.3f), kH, kIM, false);
+      const auto gu = tiled(bf16s(2 * kIM * kH, 0.3f), 2 * kIM, kH, 0, true);
+      const auto dn = tiled(bf16s(kH * kIM, 0.3f), kH, kIM, 0, false);
       experts_gate_up.insert(experts_gate_up.end(), gu.begin(), gu.end());
       experts_down.insert(experts_down.end(), dn.begin(), dn.end());
     }

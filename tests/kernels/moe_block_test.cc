@@ -100,7 +100,7 @@ TEST_F(MoeBlock, UnreleasedTilesAndDenseRoutersStreamNothing) {
   const WeightStream s = moe_expert_gate_up_stream(block, released, r.data(), w.data());
   EXPECT_GT(s.chunks(), 0);
   // Tile 5 is expert 2's third: its rows start 16 outputs (two fused groups) into expert 2's matrix.
-  EXPECT_EQ(s.base, reinterpret_cast<const unsigned char*>(experts_gate_up.data() + 2 * expert_stride(2 * kIM, kH)));
+  EXPECT_EQ(s.base, reinterpret_cast<const unsigned char*>(experts_gate_up.data() + 2 * tiled_shape(2 * kIM, kH).bytes() / 2));
   EXPECT_EQ(s.g0, 2);
   EXPECT_EQ(moe_expert_gate_up_stream(block, unreleased, r.data(), w.data()).chunks(), 0);
   DevBuffer logits{.data = b.all.at("router_logits").f32.data(), .shape = {kT, kE}, .rank = 2, .numel = kT * kE};

@@ -48,11 +48,13 @@ void run_tiles(const char* name, int64_t tiles, std::vector<BufferView> reads, s
   }
 }
 
-// A rows x cols row-major bf16 matrix in the projections' tiled layout (weight_tiles.h); with
-// `gate_up`, rows [0, rows/2) are the gate and the rest the up rows, fused as gate_up_silu reads them.
-std::vector<uint16_t> tiled(const std::vector<uint16_t>& m, int64_t rows, int64_t cols, bool gate_up = false) {
+// A rows x cols row-major bf16 matrix in the projections' tiled layout (weight_tiles.h) with
+// panels of panel_rows rows (0: one); with `gate_up`, rows [0, rows/2) are the gate and the rest the
+// up rows, fused as gate_up_silu reads them.
+std::vector<uint16_t> tiled(const std::vector<uint16_t>& m, int64_t rows, int64_t cols, int64_t panel_rows,
+                            bool gate_up = false) {
   std::vector<uint16_t> out(static_cast<size_t>(tiled_shape(rows, cols).bytes() / 2));
-  pack_tiled(rows, cols, [&](int64_t n) -> const uint16_t* {
+  pack_tiled(rows, cols, panel_rows, [&](int64_t n) -> const uint16_t* {
     if (!gate_up) return m.data() + n * cols;
     bool up = false;
     const int64_t r = gate_up_source_row(n, up);
@@ -81,8 +83,9 @@ Buf<int32_t> make_cfg(int64_t rows_h, int64_t rows_i) {
 TEST(MoeTiles, DenseLayerIsGateUpSiluThenDownProjBitForBit) {
   const int64_t tokens = 3, hidden = 48, inter = 40, slots = 2, width = 64;
   std::mt19937 rng(5);
-  const std::vector<uint16_t> gate_up = tiled(random_bf16(2 * inter * hidden, rng, 0.2f), 2 * inter, hidden, true);
-  const std::vector<uint16_t> down = tiled(random_bf16(hidden * inter, rng, 0.2f), hidden, inter);
+  // Panels of the tiles make_cfg(16, 8) sets, as decode_weights packs a dense layer's MLP.
+  const std::vector<uint16_t> gate_up = tiled(random_bf16(2 * inter * hidden, rng, 0.2f), 2 * inter, hidden, 16, true);
+  const std::vector<uint16_t> down = tiled(random_bf16(hidden * inter, rng, 0.2f), hidden, inter, 16);
   std::vector<uint16_t> norm = random_bf16(hidden, rng, 0.1f);
   for (uint16_t& w : norm) w = f32_to_bf16(1 + bf16_to_f32(w));
   Buf<int32_t> cfg = make_cfg(16, 8);
@@ -143,12 +146,12 @@ TEST_P(SparseLayer, RoutesAndCombinesAsQwen3Moe) {
       gu[i] = f32_to_bf16(static_cast<float>(a[e] / hidden));
       gu[inter * hidden + i] = f32_to_bf16(static_cast<float>(b[e] / hidden));
     }
-    const std::vector<uint16_t> gu_tiled = tiled(gu, 2 * inter, hidden, true), dw_tiled = tiled(dw, hidden, inter);
-    ASSERT_EQ(static_cast<int64_t>(gu_tiled.size()), expert_stride(2 * inter, hidden));
+    const std::vector<uint16_t> gu_tiled = tiled(gu, 2 * inter, hidden, 0, true), dw_tiled = tiled(dw, hidden, inter, 0);
+    ASSERT_EQ(static_cast<int64_t>(gu_tiled.size()), tiled_shape(2 * inter, hidden).bytes() / 2);
     gate_up.insert(gate_up.end(), gu_tiled.begin(), gu_tiled.end());
     down.insert(down.end(), dw_tiled.begin(), dw_tiled.end());
   }
-  const std::vector<uint16_t> router_tiled = tiled(router, experts, hidden);
+  const std::vector<uint16_t> router_tiled = tiled(router, experts, hidden, 0);
   Buf<int32_t> cfg = make_cfg(16, 8);
   cfg.values[kCfgMoeExperts] = experts;
   cfg.values[kCfgMoeTopK] = top_k;

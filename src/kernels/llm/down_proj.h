@@ -13,7 +13,7 @@ EVT_HD inline auto down_proj_job(const int64_t* tile, const DevBuffer* reads, co
   const int64_t l = tile[0], tokens = reads[2].dim(0), inter = reads[2].dim(1), hidden = reads[3].dim(1);
   const Range rows = tile_range(tile[1], cfg[kCfgRowsH], hidden);
   return residual_job(reads[2].as<const float>(), tokens, inter, weight<uint16_t>(reads[1], l, kWdown), hidden,
-                      rows.begin / kTileRows, tile_groups(rows), reads[3].as<const float>(),
+                      cfg[kCfgRowsH], rows.begin / kTileRows, tile_groups(rows), reads[3].as<const float>(),
                       writes[0].as<float>() + ((l + 1) % 2) * tokens * hidden);
 }
 

@@ -14,7 +14,7 @@ void gate_up_silu_reference(const TileArgs& a) {
   const BufferView &cfg = a.reads[0], &wtab = a.reads[1], &x_mid = a.reads[2], &out = a.writes[0];
   const int64_t l = a.tile[0], tokens = x_mid.dim(0), hidden = x_mid.dim(1), inter = out.dim(1);
   const int64_t per_tile = cfg_at(cfg, kCfgRowsI);
-  const TiledMatrix w = ref_tiled(wtab, l, kWgateUp, 2 * inter);
+  const TiledMatrix w = ref_tiled(wtab, l, kWgateUp, 2 * inter, hidden, 2 * per_tile);
   for (int64_t t = 0; t < tokens; ++t) {
     const std::vector<double> xn = ref_rmsnorm(x_mid.as<const float>() + t * hidden, hidden,
                                                ref_weight<uint16_t>(wtab, l, kWpostNorm), cfg_eps(cfg));

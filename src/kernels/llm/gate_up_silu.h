@@ -18,7 +18,8 @@ EVT_HD inline auto gate_up_silu_job(const int64_t* tile, const DevBuffer* reads,
                      .norm_w = weight<uint16_t>(reads[1], l, kWpostNorm), .norm_len = hidden,
                      .eps = bits_to_f32(cfg[kCfgEpsBits])};
   const Range rows = tile_range(tile[1], cfg[kCfgRowsI], inter);  // 8 outputs per fused group
-  return gemv_job<2>(in, weight<uint16_t>(reads[1], l, kWgateUp), 2 * inter, rows.begin / 8,
+  return gemv_job<2>(in, weight<uint16_t>(reads[1], l, kWgateUp),
+                     tiled_shape(2 * inter, hidden, 2 * cfg[kCfgRowsI]), rows.begin / 8,
                      (rows.end - rows.begin + 7) / 8, 0, hidden, inter,
                      [=](int64_t t, int64_t n, const float* v) { out[t * inter + n] = silu(v[0]) * v[1]; });
 }

@@ -21,6 +21,7 @@
 // work is dealt out and added back up.
 
 #include <algorithm>
+#include <stdexcept>
 #include <vector>
 
 #include "kernels/block_scratch.h"
@@ -72,8 +73,8 @@ struct GemvJob {
   static constexpr int kRows = kRows_;
   GemvInput in;
   const uint16_t* w = nullptr;  // the tiled matrix
-  int64_t matrix_groups = 0;    // its row groups
-  int64_t g0 = 0, groups = 0;   // this tile's
+  TiledShape shape;             // its tile grid and row panels
+  int64_t g0 = 0, groups = 0;   // this tile's, all in one row panel
   int64_t k0 = 0, k1 = 0;       // columns; k0 a multiple of kTileCols, k1 - k0 of 8
   int64_t outputs = 0;          // outputs at or past this are not handed to the epilogue
   Epilogue epi;                 // epi(t, n, v): v[r] is the dot product of matrix r, token t
@@ -136,14 +137,15 @@ EVT_HD GemvPlan gemv_plan(const Block& b, const Job& j) {
   return p;
 }
 
-// The tile's weight stream: its groups over its k-blocks, once per pass.
+// The tile's weight stream: its groups over its k-blocks, once per pass, within its row panel.
 template <class Block, class Job>
 EVT_HD WeightStream gemv_stream(const Block& b, const Job& j) {
   const GemvPlan p = gemv_plan(b, j);
+  const int64_t first = j.shape.panel_first(j.g0);
   WeightStream s;
-  s.base = reinterpret_cast<const unsigned char*>(j.w);
-  s.stride = j.matrix_groups;
-  s.g0 = j.g0;
+  s.base = reinterpret_cast<const unsigned char*>(j.w) + first * j.shape.kblocks * kTileBytes;
+  s.stride = j.shape.panel_width(j.g0);
+  s.g0 = j.g0 - first;
   s.groups = j.groups;
   s.kb0 = j.k0 / kTileCols;
   s.kblocks = p.kblocks;
@@ -350,6 +352,11 @@ EVT_HD void gemv_run(const Block& b, const Job& j) {
   constexpr int kRows = Job::kRows;
   constexpr int64_t outs = kTileRows / kRows;
   const GemvPlan p = gemv_plan(b, j);
+#if !defined(__CUDA_ARCH__)
+  if (j.groups > 0 && j.g0 + j.groups > j.shape.panel_first(j.g0) + j.shape.panel_width(j.g0)) {
+    throw std::logic_error("gemv: the tile's row groups straddle two panels of the weight layout");
+  }
+#endif
   const WeightStream s = gemv_stream(b, j);
   auto reader = b.weights(s);
   for (int64_t pass = 0; pass < p.passes; ++pass) {
@@ -386,17 +393,18 @@ EVT_HD void gemv_run(const Block& b, const Job& j) {
 }
 
 template <int kRows, class Epilogue>
-EVT_HD GemvJob<kRows, Epilogue> gemv_job(const GemvInput& in, const uint16_t* w, int64_t matrix_rows, int64_t g0,
+EVT_HD GemvJob<kRows, Epilogue> gemv_job(const GemvInput& in, const uint16_t* w, const TiledShape& shape, int64_t g0,
                                          int64_t groups, int64_t k0, int64_t k1, int64_t outputs, Epilogue epi) {
-  return GemvJob<kRows, Epilogue>{in, w, (matrix_rows + kTileRows - 1) / kTileRows, g0, groups, k0, k1, outputs, epi};
+  return GemvJob<kRows, Epilogue>{in, w, shape, g0, groups, k0, k1, outputs, epi};
 }
 
-// out = residual + x W^T over the 16-row groups [g0, g0 + groups) of W (rows x k, tiled): the
-// projections that end the attention and MLP blocks. x is tokens x k (row stride k), residual
-// and out are tokens x rows.
-EVT_HD inline auto residual_job(const float* x, int64_t tokens, int64_t k, const uint16_t* w, int64_t rows, int64_t g0,
-                                int64_t groups, const float* residual, float* out) {
-  return gemv_job<1>(GemvInput{.x = x, .ld = k, .tokens = tokens}, w, rows, g0, groups, 0, k, rows,
+// out = residual + x W^T over the 16-row groups [g0, g0 + groups) of W (rows x k, tiled in panels
+// of panel_rows rows): the projections that end the attention and MLP blocks. x is tokens x k
+// (row stride k), residual and out are tokens x rows.
+EVT_HD inline auto residual_job(const float* x, int64_t tokens, int64_t k, const uint16_t* w, int64_t rows,
+                                int64_t panel_rows, int64_t g0, int64_t groups, const float* residual, float* out) {
+  return gemv_job<1>(GemvInput{.x = x, .ld = k, .tokens = tokens}, w, tiled_shape(rows, k, panel_rows), g0, groups, 0,
+                     k, rows,
                      [=](int64_t t, int64_t r, const float* v) { out[t * rows + r] = residual[t * rows + r] + v[0]; });
 }
 

@@ -13,7 +13,7 @@ void lm_head_reference(const TileArgs& a) {
   const BufferView &w = a.reads[4], &out = a.writes[0], &best = a.writes[1];
   const int64_t tokens = x.dim(1), hidden = x.dim(2), seqs = out.dim(0), vocab = out.dim(1);
   const int64_t per_tile = cfg_at(cfg, kCfgRowsV), tiles = best.dim(1);
-  const TiledMatrix lm = ref_tiled(w.as<const uint16_t>(), vocab);
+  const TiledMatrix lm = ref_tiled(w.as<const uint16_t>(), vocab, hidden, per_tile);
   for (int64_t s = 0; s < seqs; ++s) {
     const float* row = x.as<const float>() + ((cfg_at(cfg, kCfgLayers) % 2) * tokens + logit_rows.as<const int32_t>()[s]) * hidden;
     const std::vector<double> xn = ref_rmsnorm(row, hidden, final_w.as<const uint16_t>(), cfg_eps(cfg));

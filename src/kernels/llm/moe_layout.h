@@ -8,7 +8,9 @@
 // Each expert's matrices are stored as the dense MLP's are (weight_tiles.h): gate and up fused
 // (2 inter rows x hidden) and down (hidden rows x inter), each tiled on its own, the experts'
 // one after another. So an expert's tiles are contiguous, and a task that runs one expert
-// streams one block of memory.
+// streams one block of memory. An expert's matrix is one row panel (its tiles' size depends on
+// the step's batch, the weights' layout cannot); the router and a dense layer's MLP are in
+// panels of their tiles, as the dense model's projections are.
 
 #include <cstdint>
 
@@ -44,14 +46,12 @@ EVT_HD inline int64_t moe_tile_expert(const int32_t* ptr, int64_t experts, int64
   return lo;
 }
 
-// bf16 values one expert's tiled rows x cols matrix takes: the step from an expert to the next.
-EVT_HD inline int64_t expert_stride(int64_t rows, int64_t cols) { return tiled_shape(rows, cols).bytes() / 2; }
-
 struct LayerMlp {
   const uint16_t* router = nullptr;   // tiled, experts x hidden; null in a dense layer
   const uint16_t* gate_up = nullptr;  // expert 0's fused gate/up matrix
   const uint16_t* down = nullptr;     // expert 0's down matrix
   int64_t experts = 1, top_k = 1, inter = 0;
+  TiledShape router_shape, gate_up_shape, down_shape;  // one expert's matrices
   int64_t gate_up_stride = 0, down_stride = 0;
 
   EVT_HD bool sparse() const { return router != nullptr; }
@@ -71,6 +71,8 @@ EVT_HD inline LayerMlp layer_mlp(const int32_t* cfg, const int64_t* wtab, int64_
     m.gate_up = at(kWgateUp);
     m.down = at(kWdown);
     m.inter = cfg[kCfgMoeDenseInter];
+    m.gate_up_shape = tiled_shape(2 * m.inter, hidden, 2 * cfg[kCfgRowsI]);
+    m.down_shape = tiled_shape(hidden, m.inter, cfg[kCfgRowsH]);
     return m;
   }
   m.gate_up = at(kWexpertsGateUp);
@@ -78,8 +80,11 @@ EVT_HD inline LayerMlp layer_mlp(const int32_t* cfg, const int64_t* wtab, int64_
   m.experts = cfg[kCfgMoeExperts];
   m.top_k = cfg[kCfgMoeTopK];
   m.inter = cfg[kCfgMoeInter];
-  m.gate_up_stride = expert_stride(2 * m.inter, hidden);
-  m.down_stride = expert_stride(hidden, m.inter);
+  m.router_shape = tiled_shape(m.experts, hidden, cfg[kCfgMoeRowsE]);
+  m.gate_up_shape = tiled_shape(2 * m.inter, hidden);
+  m.down_shape = tiled_shape(hidden, m.inter);
+  m.gate_up_stride = m.gate_up_shape.bytes() / 2;
+  m.down_stride = m.down_shape.bytes() / 2;
   return m;
 }
 

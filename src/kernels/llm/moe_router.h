@@ -20,7 +20,7 @@ EVT_HD inline auto moe_router_job(const int64_t* tile, const DevBuffer* reads, c
                      .norm_w = weight<uint16_t>(reads[1], l, kWpostNorm), .norm_len = hidden,
                      .eps = bits_to_f32(cfg[kCfgEpsBits])};
   const Range rows = tile_range(tile[1], cfg[kCfgMoeRowsE], experts);
-  return gemv_job<1>(in, m.router, experts, rows.begin / kTileRows, tile_groups(rows), 0, hidden, experts,
+  return gemv_job<1>(in, m.router, m.router_shape, rows.begin / kTileRows, tile_groups(rows), 0, hidden, experts,
                      [=](int64_t t, int64_t e, const float* v) { out[t * width + e] = v[0]; });
 }
 

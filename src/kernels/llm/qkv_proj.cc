@@ -15,7 +15,7 @@ void qkv_proj_reference(const TileArgs& a) {
   const int64_t l = a.tile[0], head = a.tile[1], ks = a.tile[2];
   const int64_t tokens = x.dim(1), hidden = x.dim(2), width = out.dim(2);
   const int64_t d = cfg_at(cfg, kCfgHeadDim), split = cfg_at(cfg, kCfgQkvSplitLen);
-  const TiledMatrix w = ref_tiled(wtab, l, kWqkv, width);
+  const TiledMatrix w = ref_tiled(wtab, l, kWqkv, width, hidden, d);
   for (int64_t t = 0; t < tokens; ++t) {
     const std::vector<double> xn = ref_rmsnorm(x.as<const float>() + ((l % 2) * tokens + t) * hidden, hidden,
                                                ref_weight<uint16_t>(wtab, l, kWinputNorm), cfg_eps(cfg));

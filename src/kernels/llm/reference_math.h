@@ -36,12 +36,14 @@ inline std::vector<double> ref_rmsnorm(const float* x, int64_t n, const uint16_t
 // the bodies stage it for the tensor cores).
 inline double ref_projection_input(double x) { return bf16_to_f32(f32_to_bf16(static_cast<float>(x))); }
 
-// A tiled projection matrix of `rows` rows (weight_tiles.h).
-inline TiledMatrix ref_tiled(const uint16_t* base, int64_t rows) {
-  return TiledMatrix{base, tiled_shape(rows, 1).groups};
+// A tiled rows x cols projection matrix in row panels of panel_rows rows (0: one panel;
+// weight_tiles.h).
+inline TiledMatrix ref_tiled(const uint16_t* base, int64_t rows, int64_t cols, int64_t panel_rows = 0) {
+  return TiledMatrix{base, tiled_shape(rows, cols, panel_rows)};
 }
-inline TiledMatrix ref_tiled(const BufferView& wtab, int64_t layer, WeightColumn column, int64_t rows) {
-  return ref_tiled(ref_weight<uint16_t>(wtab, layer, column), rows);
+inline TiledMatrix ref_tiled(const BufferView& wtab, int64_t layer, WeightColumn column, int64_t rows, int64_t cols,
+                             int64_t panel_rows) {
+  return ref_tiled(ref_weight<uint16_t>(wtab, layer, column), rows, cols, panel_rows);
 }
 
 // Row `row` of the tiled bf16 matrix w dotted with x (columns [k0, k1)), a projection's input.
@@ -53,10 +55,11 @@ double ref_dot(const TiledMatrix& w, int64_t row, int64_t k0, int64_t k1, const 
 }
 
 // out[t][r] = residual[t][r] + W[r] . x[t] over rows [tile * per_tile, ...) of `rows`, for every
-// token: the projections that end a block with the residual add. x is tokens x k; residual and
-// out are tokens x rows.
-inline void ref_residual_projection(const TiledMatrix& w, const float* x, int64_t tokens, int64_t k, int64_t rows,
+// token: the projections that end a block with the residual add. W is tiled in panels of the
+// tile size; x is tokens x k; residual and out are tokens x rows.
+inline void ref_residual_projection(const uint16_t* tiled_w, const float* x, int64_t tokens, int64_t k, int64_t rows,
                                     int64_t tile, int64_t per_tile, const float* residual, float* out) {
+  const TiledMatrix w = ref_tiled(tiled_w, rows, k, per_tile);
   for (int64_t t = 0; t < tokens; ++t) {
     for (int64_t r = tile * per_tile; r < (tile + 1) * per_tile && r < rows; ++r) {
       out[t * rows + r] = static_cast<float>(residual[t * rows + r] + ref_dot(w, r, 0, k, x + t * k));

@@ -11,9 +11,14 @@
 //    MMA h takes columns 8c+4h .. 8c+4h+3 of lane (g, c) (g = lane / 4, c = lane % 4) as its k
 //    slots 2c, 2c+1, 2c+8, 2c+9. Then the B operand of both MMAs for one token is the 16 bytes of
 //    columns 8c .. 8c+7 of the activations: one load.
-//  - k-block-major (tile (g, kb) at index kb * groups + g): a task that owns groups [g0, g0 + G)
-//    over all of K finds each k-block's G tiles side by side, and the warps that share its work
-//    can each own whole groups, keeping their sums in registers (gemv.h).
+//  - Row panels, each k-block-major: the 16-row groups are cut into panels of P groups (the last
+//    may have fewer), stored one after another, and within a panel of W groups tile (g, kb) sits
+//    at kb * W + (g - first group). A projection's tile owns one panel's groups over a range of
+//    k-blocks (P is its tile size, decode_plan.cc), so its weights are one run of memory, which
+//    the loader moves in whole 16 KiB chunks: one bulk copy per 2 KiB k-block streamed at 2.3
+//    TB/s, 16 KiB copies at 4.0 (bench/micro/stream_micro.cu). Within the run, each k-block's
+//    tiles lie side by side, so the warps that share the work can each own whole groups, keeping
+//    their sums in registers (gemv.h). A panel of every group is the plain k-block-major layout.
 // Rows past the matrix's end and columns past K are zero, so every tile is whole.
 
 #include <cstdint>
@@ -27,15 +32,30 @@ inline constexpr int kTileRows = 16;
 inline constexpr int kTileCols = 32;
 inline constexpr int64_t kTileBytes = kTileRows * kTileCols * 2;
 
-// The tile grid of a rows x cols matrix.
+// The tile grid of a rows x cols matrix and its row panels.
 struct TiledShape {
-  int64_t groups = 0;   // 16-row groups: tiles between two k-blocks of one group
+  int64_t groups = 0;   // 16-row groups
   int64_t kblocks = 0;  // 32-column blocks
-  EVT_HD int64_t tiles() const { return groups * kblocks; }
-  EVT_HD int64_t bytes() const { return tiles() * kTileBytes; }
+  int64_t panel = 1;    // groups per row panel
+  EVT_HD constexpr int64_t tiles() const { return groups * kblocks; }
+  EVT_HD constexpr int64_t bytes() const { return tiles() * kTileBytes; }
+  // The first group of g's panel, and how many groups that panel has.
+  EVT_HD constexpr int64_t panel_first(int64_t g) const { return g / panel * panel; }
+  EVT_HD constexpr int64_t panel_width(int64_t g) const {
+    const int64_t left = groups - panel_first(g);
+    return left < panel ? left : panel;
+  }
+  // Tile (g, kb) from the matrix's start, in tiles.
+  EVT_HD constexpr int64_t tile_index(int64_t g, int64_t kb) const {
+    const int64_t first = panel_first(g);
+    return first * kblocks + kb * panel_width(g) + (g - first);
+  }
 };
-EVT_HD constexpr TiledShape tiled_shape(int64_t rows, int64_t cols) {
-  return TiledShape{(rows + kTileRows - 1) / kTileRows, (cols + kTileCols - 1) / kTileCols};
+// `panel_rows` (a multiple of 16) rows per panel; 0 for one panel of every row.
+EVT_HD constexpr TiledShape tiled_shape(int64_t rows, int64_t cols, int64_t panel_rows = 0) {
+  const int64_t groups = (rows + kTileRows - 1) / kTileRows;
+  const int64_t panel = panel_rows > 0 && panel_rows / kTileRows < groups ? panel_rows / kTileRows : groups;
+  return TiledShape{groups, (cols + kTileCols - 1) / kTileCols, panel > 0 ? panel : 1};
 }
 
 // Where element (r, j) of a tile (row r < 16, column j < 32) sits, in bf16 elements from the
@@ -46,29 +66,30 @@ EVT_HD constexpr int64_t tile_element(int r, int j) {
   return h * 256 + lane * 8 + reg * 2 + p % 2;
 }
 
-// Element (n, k) of a tiled matrix of `groups` row groups, in bf16 elements from its start.
-EVT_HD constexpr int64_t tiled_offset(int64_t groups, int64_t n, int64_t k) {
-  const int64_t tile = (k / kTileCols) * groups + n / kTileRows;
-  return tile * (kTileBytes / 2) + tile_element(static_cast<int>(n % kTileRows), static_cast<int>(k % kTileCols));
+// Element (n, k) of a tiled matrix, in bf16 elements from its start.
+EVT_HD constexpr int64_t tiled_offset(const TiledShape& s, int64_t n, int64_t k) {
+  return s.tile_index(n / kTileRows, k / kTileCols) * (kTileBytes / 2) +
+         tile_element(static_cast<int>(n % kTileRows), static_cast<int>(k % kTileCols));
 }
 
 // A tiled matrix as the CPU references read it: element (n, k), with no notion of tiles.
 struct TiledMatrix {
   const uint16_t* base = nullptr;
-  int64_t groups = 0;
-  uint16_t at(int64_t n, int64_t k) const { return base[tiled_offset(groups, n, k)]; }
+  TiledShape shape;
+  uint16_t at(int64_t n, int64_t k) const { return base[tiled_offset(shape, n, k)]; }
 };
 
 // Writes a rows x cols matrix into `out` (tiled_shape(rows, cols).bytes() bytes) in the tiled
-// layout. row(n) is the start of source row n (cols bf16 values), or null for a zero row.
+// layout with panels of `panel_rows` rows (0: one panel). row(n) is the start of source row n
+// (cols bf16 values), or null for a zero row.
 template <class RowFn>
-void pack_tiled(int64_t rows, int64_t cols, RowFn&& row, uint16_t* out) {
-  const TiledShape s = tiled_shape(rows, cols);
+void pack_tiled(int64_t rows, int64_t cols, int64_t panel_rows, RowFn&& row, uint16_t* out) {
+  const TiledShape s = tiled_shape(rows, cols, panel_rows);
   std::memset(out, 0, static_cast<size_t>(s.bytes()));
   for (int64_t n = 0; n < rows; ++n) {
     const uint16_t* src = row(n);
     if (src == nullptr) continue;
-    for (int64_t k = 0; k < cols; ++k) out[tiled_offset(s.groups, n, k)] = src[k];
+    for (int64_t k = 0; k < cols; ++k) out[tiled_offset(s, n, k)] = src[k];
   }
 }
 

@@ -77,6 +77,18 @@ inline int ring_stage_cap() {
   return cap;
 }
 
+// The sleep between two polls of a wait: kDefaultPollNs, or EVT_POLL_NS (0 to 100000), to measure
+// what the pollers cost the memory system (a hundred SMs may poll one counter).
+inline constexpr int kDefaultPollNs = 32;
+inline int poll_ns() {
+  static const int ns = [] {
+    const char* v = std::getenv("EVT_POLL_NS");
+    const int n = v != nullptr ? std::atoi(v) : -1;
+    return n >= 0 && n <= 100000 ? n : kDefaultPollNs;
+  }();
+  return ns;
+}
+
 // A launch's arguments with its shared memory laid out: the scratch it asks for (within what the
 // kernel allows; 0 for the most), and the weight ring in what is left, at most ring_stage_cap().
 // Returns the dynamic shared memory bytes.
@@ -99,6 +111,7 @@ cudaError_t CudaLaunch<MK>::launch(const typename MK::ParamsType& params, const 
   MK::views(p);
   LaunchArgs a = args;
   const int smem = layout_shared_memory<MK>(a);
+  a.poll_ns = poll_ns();
   if (MK::has_streams && a.ring_stages < 1) return cudaErrorInvalidValue;
   switch (schedule) {
     case kDynamic:
@@ -119,6 +132,7 @@ cudaError_t CudaLaunch<MK>::launch_kernel(const typename MK::ParamsType& params,
   MK::views(p);
   LaunchArgs a = args;
   const int smem = layout_shared_memory<MK>(a);
+  a.poll_ns = poll_ns();
   if (MK::has_streams && a.ring_stages < 1) return cudaErrorInvalidValue;
   launch_entry<MK, kConsumers, kThreads><<<blocks, kThreads, smem, stream>>>(p, a, k);
   return cudaGetLastError();

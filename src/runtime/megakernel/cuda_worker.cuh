@@ -73,7 +73,7 @@ class CudaWorker {
     return t;
   }
   // A short sleep between polls: many blocks polling one counter slow down its writers.
-  __device__ void pause() const { __nanosleep(32); }
+  __device__ void pause() const { __nanosleep(static_cast<unsigned>(a_.poll_ns)); }
 
   // The tile-body block interface (tile_body.h).
   __device__ int thread() const { return static_cast<int>(threadIdx.x); }

@@ -129,6 +129,7 @@ struct LaunchArgs {
   // to a limit; the rest of the SM's 256 KiB serves as L1 cache.
   int scratch_bytes;
   int ring_stages;  // set by the launch (cuda_launch.cuh)
+  int poll_ns;      // CUDA: the sleep between two polls of a wait, set by the launch
 };
 
 // One traced task: what ran, when the leader began waiting, when the wait ended, and when the
