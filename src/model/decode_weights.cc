@@ -69,39 +69,39 @@ Expected<std::vector<DecodeWeight>> decode_weights(const ModelConfig& c, const M
     list.push_back(std::move(w));
     return Status();
   };
-  // A projection stored in row panels of its tiles (weight_tiles.h).
-  auto in_panels = [](DecodeWeight w, int64_t panel_rows) {
-    w.panel_rows = panel_rows;
-    return w;
-  };
-  auto global = [](std::string what, GlobalWeight g, WeightLayout layout, int64_t rows, int64_t cols, int64_t fan_in) {
+  // A projection is stored in row panels of its tiles' panel_rows rows (weight_tiles.h).
+  auto global = [](std::string what, GlobalWeight g, WeightLayout layout, int64_t rows, int64_t cols, int64_t fan_in,
+                   int64_t panel_rows = 0) {
     return DecodeWeight{.what = std::move(what), .global = g, .layout = layout, .rows = rows, .cols = cols,
-                        .fan_in = fan_in};
+                        .fan_in = fan_in, .panel_rows = panel_rows};
   };
   EVT_RETURN_IF_ERROR(add(global("embed_tokens", GlobalWeight::kEmbed, WeightLayout::kPlain, c.vocab_size, hidden, -1),
                           {{host ? &host->embed_tokens : nullptr, c.vocab_size}}));
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const LayerWeights* lw = host ? &host->layers[l] : nullptr;
     auto layer = [&](const char* name, llm::WeightColumn column, WeightLayout layout, int64_t rows, int64_t cols,
-                     int64_t fan_in) {
+                     int64_t fan_in, int64_t panel_rows = 0) {
       return DecodeWeight{.what = fmt::format("layer {} {}", l, name), .layer = l, .column = column, .layout = layout,
-                          .rows = rows, .cols = cols, .fan_in = fan_in};
+                          .rows = rows, .cols = cols, .fan_in = fan_in, .panel_rows = panel_rows};
     };
     auto t = [&](const Bf16Tensor LayerWeights::*m) { return lw ? &(lw->*m) : nullptr; };
     const int64_t q = c.q_size(), kv = c.kv_size();
-    EVT_RETURN_IF_ERROR(add(in_panels(layer("qkv_proj", llm::kWqkv, WeightLayout::kTiled, q + 2 * kv, hidden, hidden), c.head_dim),
+    EVT_RETURN_IF_ERROR(add(layer("qkv_proj", llm::kWqkv, WeightLayout::kTiled, q + 2 * kv, hidden, hidden,
+                                  c.head_dim),
                             {{t(&LayerWeights::q_proj), q}, {t(&LayerWeights::k_proj), kv}, {t(&LayerWeights::v_proj), kv}}));
-    EVT_RETURN_IF_ERROR(add(in_panels(layer("o_proj", llm::kWo, WeightLayout::kTiled, hidden, q, q), tiling.rows_h),
+    EVT_RETURN_IF_ERROR(add(layer("o_proj", llm::kWo, WeightLayout::kTiled, hidden, q, q, tiling.rows_h),
                             {{t(&LayerWeights::o_proj), hidden}}));
     if (!c.is_moe_layer(l)) {
-      EVT_RETURN_IF_ERROR(add(in_panels(layer("gate_up_proj", llm::kWgateUp, WeightLayout::kTiledGateUp, 2 * inter, hidden,
-                                                hidden), 2 * tiling.rows_i),
+      EVT_RETURN_IF_ERROR(add(layer("gate_up_proj", llm::kWgateUp, WeightLayout::kTiledGateUp, 2 * inter, hidden,
+                                    hidden, 2 * tiling.rows_i),
                               {{t(&LayerWeights::gate_proj), inter}, {t(&LayerWeights::up_proj), inter}}));
-      EVT_RETURN_IF_ERROR(add(in_panels(layer("down_proj", llm::kWdown, WeightLayout::kTiled, hidden, inter, inter), tiling.rows_h),
+      EVT_RETURN_IF_ERROR(add(layer("down_proj", llm::kWdown, WeightLayout::kTiled, hidden, inter, inter,
+                                    tiling.rows_h),
                               {{t(&LayerWeights::down_proj), hidden}}));
     } else {
       const int64_t experts = c.moe->num_experts, expert_inter = c.moe->moe_intermediate_size;
-      EVT_RETURN_IF_ERROR(add(in_panels(layer("router", llm::kWrouter, WeightLayout::kTiled, experts, hidden, hidden), tiling.rows_e),
+      EVT_RETURN_IF_ERROR(add(layer("router", llm::kWrouter, WeightLayout::kTiled, experts, hidden, hidden,
+                                    tiling.rows_e),
                               {{lw ? &*lw->router : nullptr, experts}}));
       std::vector<std::pair<const Bf16Tensor*, int64_t>> gate_up, down;
       for (int64_t e = 0; e < experts; ++e) {
@@ -134,8 +134,8 @@ Expected<std::vector<DecodeWeight>> decode_weights(const ModelConfig& c, const M
                           {{host ? &host->norm : nullptr, 1}}));
   // Tied: the LM head is the embedding, stored a second time in the projections' layout.
   const Bf16Tensor* lm = host ? (c.tie_word_embeddings ? &host->embed_tokens : &host->lm_head) : nullptr;
-  EVT_RETURN_IF_ERROR(add(in_panels(global("lm_head", GlobalWeight::kLmHead, WeightLayout::kTiled, c.vocab_size, hidden, hidden),
-                                    tiling.rows_v),
+  EVT_RETURN_IF_ERROR(add(global("lm_head", GlobalWeight::kLmHead, WeightLayout::kTiled, c.vocab_size, hidden, hidden,
+                                 tiling.rows_v),
                           {{lm, c.vocab_size}}));
   return list;
 }

@@ -185,36 +185,21 @@ EVT_HD void stage_tokens(const Block& b, const GemvInput& in, const GemvPlan& p,
     }
     b.sync();
   }
-  // Each thread loads kStageBatch octets before it stores any: the stores into shared memory may
-  // alias the loads as far as the compiler knows, so one octet at a time would cost a round trip
-  // each (~1.4 us while the SMs stream; 51 in a row per thread for 8B's down at B = 16).
   // 32-bit indices: a 64-bit division is a subroutine call on the GPU.
-  constexpr int kStageBatch = 4;
   const auto octets = static_cast<int32_t>(p.kblocks * kTileCols / 8);
-  const int32_t total = static_cast<int32_t>(count) * octets;
-  const int32_t step = b.threads();
-  for (int32_t i0 = b.thread(); i0 < total; i0 += kStageBatch * step) {
-    float v[kStageBatch][8], g[kStageBatch][8];
-    EVT_UNROLL
-    for (int u = 0; u < kStageBatch; ++u) {
-      const int32_t i = i0 + u * step;
-      const int64_t k = k0 + 8 * (i % octets);
-      for (int j = 0; j < 8; ++j) v[u][j] = 0, g[u][j] = 1;
-      if (i < total && k < k1) {
-        load8_f32(in.row(c0 + i / octets) + k, v[u]);
-        if (in.norm_w != nullptr) load8_bf16(in.norm_w + k, g[u]);
-      }
-    }
-    EVT_UNROLL
-    for (int u = 0; u < kStageBatch; ++u) {
-      const int32_t i = i0 + u * step;
-      if (i >= total) break;
-      const int32_t t = i / octets;
+  for (int32_t i = b.thread(); i < count * octets; i += b.threads()) {
+    const int32_t t = i / octets;
+    const int64_t k = k0 + 8 * (i % octets);
+    float v[8] = {};
+    if (k < k1) {
+      load8_f32(in.row(c0 + t) + k, v);
       if (in.norm_w != nullptr) {
-        for (int j = 0; j < 8; ++j) v[u][j] = static_cast<float>(v[u][j] * p.scale[t] * g[u][j]);
+        float g[8];
+        load8_bf16(in.norm_w + k, g);
+        for (int j = 0; j < 8; ++j) v[j] = static_cast<float>(v[j] * p.scale[t] * g[j]);
       }
-      store_bf16x8(p.stage + t * p.stride + 8 * (i % octets), v[u]);
     }
+    store_bf16x8(p.stage + t * p.stride + (k - k0), v);
   }
   b.sync();
 }

@@ -22,7 +22,8 @@ EVT_HD inline auto lm_head_job(const int64_t* tile, const DevBuffer* reads, cons
                      .tokens = reads[3].dim(0), .rows = reads[3].as<const int32_t>(),
                      .norm_w = reads[2].as<const uint16_t>(), .norm_len = hidden,
                      .eps = bits_to_f32(cfg[kCfgEpsBits])};
-  return gemv_job<1>(in, reads[4].as<const uint16_t>(), tiled_shape(vocab, hidden, cfg[kCfgRowsV]), rows.begin / kTileRows, tile_groups(rows), 0, hidden,
+  return gemv_job<1>(in, reads[4].as<const uint16_t>(), tiled_shape(vocab, hidden, cfg[kCfgRowsV]),
+                     rows.begin / kTileRows, tile_groups(rows), 0, hidden,
                      vocab, [=](int64_t s, int64_t r, const float* v) { out[s * vocab + r] = v[0]; });
 }
 

@@ -27,7 +27,7 @@ void moe_down_reference(const TileArgs& a) {
       for (int64_t s = 0; s < slots; ++s) {
         const int32_t e = ids.as<const int32_t>()[t * slots + s];
         if (e < 0) continue;
-        const TiledMatrix w = TiledMatrix{m.expert_down(e), m.down_shape};
+        const TiledMatrix w{m.expert_down(e), m.down_shape};
         sum += weights.as<const float>()[t * slots + s] *
                ref_dot(w, r, 0, m.inter, act.as<const float>() + t * width + s * m.inter);
       }

@@ -19,7 +19,7 @@ void moe_expert_down_reference(const TileArgs& a) {
   if (e < 0) return;
   const int64_t per_tile = moe_down_rows(cfg.as<const int32_t>(), m.sparse());
   const int64_t first = (a.tile[1] - ptr[e]) * per_tile;
-  const TiledMatrix w = TiledMatrix{m.expert_down(e), m.down_shape};
+  const TiledMatrix w{m.expert_down(e), m.down_shape};
   for (int64_t p = indptr.as<const int32_t>()[e]; p < indptr.as<const int32_t>()[e + 1]; ++p) {
     for (int64_t r = first; r < first + per_tile && r < hidden; ++r) {
       const double dot = ref_dot(w, r, 0, m.inter, act.as<const float>() + p * width);

@@ -24,8 +24,8 @@ EVT_HD inline auto moe_expert_down_job(const int64_t* tile, const DevBuffer* rea
   float* out = writes[0].as<float>() + p0 * hidden;
   const GemvInput in{.x = reads[2].as<const float>() + p0 * width, .ld = width,
                      .tokens = e < 0 ? 0 : indptr[e + 1] - p0};
-  return gemv_job<1>(in, m.expert_down(e < 0 ? 0 : e), m.down_shape, rows.begin / kTileRows, tile_groups(rows), 0, m.inter,
-                     hidden, [=](int64_t t, int64_t r, const float* v) { out[t * hidden + r] = w[t] * v[0]; });
+  return gemv_job<1>(in, m.expert_down(e < 0 ? 0 : e), m.down_shape, rows.begin / kTileRows, tile_groups(rows), 0,
+                     m.inter, hidden, [=](int64_t t, int64_t r, const float* v) { out[t * hidden + r] = w[t] * v[0]; });
 }
 
 template <class Block>

@@ -20,7 +20,7 @@ void moe_expert_gate_up_reference(const TileArgs& a) {
   if (e < 0) return;
   const int64_t first = a.tile[1] - gu_ptr.as<const int32_t>()[l * (experts + 1) + e];
   const int64_t per_tile = moe_gate_up_rows(cfg.as<const int32_t>(), m.sparse());
-  const TiledMatrix w = TiledMatrix{m.expert_gate_up(e), m.gate_up_shape};
+  const TiledMatrix w{m.expert_gate_up(e), m.gate_up_shape};
   for (int64_t p = indptr.as<const int32_t>()[e]; p < indptr.as<const int32_t>()[e + 1]; ++p) {
     const int64_t t = perm.as<const int32_t>()[p];
     const std::vector<double> xn = ref_rmsnorm(x_mid.as<const float>() + t * hidden, hidden,

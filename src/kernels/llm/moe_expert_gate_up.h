@@ -29,8 +29,8 @@ EVT_HD inline auto moe_expert_gate_up_job(const int64_t* tile, const DevBuffer* 
                      .rows = reads[4].as<const int32_t>() + p0,
                      .norm_w = weight<uint16_t>(reads[1], l, kWpostNorm), .norm_len = hidden,
                      .eps = bits_to_f32(cfg[kCfgEpsBits])};
-  return gemv_job<2>(in, m.expert_gate_up(e < 0 ? 0 : e), m.gate_up_shape, rows.begin / 8, (rows.end - rows.begin + 7) / 8,
-                     0, hidden, m.inter,
+  return gemv_job<2>(in, m.expert_gate_up(e < 0 ? 0 : e), m.gate_up_shape, rows.begin / 8,
+                     (rows.end - rows.begin + 7) / 8, 0, hidden, m.inter,
                      [=](int64_t t, int64_t n, const float* v) { out[t * width + n] = silu(v[0]) * v[1]; });
 }
 

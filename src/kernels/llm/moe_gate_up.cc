@@ -21,7 +21,7 @@ namespace {
 
 // The router's logits for one token, from the bf16-rounded input every projection takes.
 std::vector<double> router_logits(const LayerMlp& m, const std::vector<double>& xn, int64_t hidden) {
-  const TiledMatrix router = TiledMatrix{m.router, m.router_shape};
+  const TiledMatrix router{m.router, m.router_shape};
   std::vector<double> logits(static_cast<size_t>(m.experts));
   for (int64_t e = 0; e < m.experts; ++e) logits[e] = ref_dot(router, e, 0, hidden, xn.data());
   return logits;
@@ -45,7 +45,7 @@ void moe_gate_up_reference(const TileArgs& a) {
     weights.as<float>()[t * slots + s] = used ? static_cast<float>(chosen[s].weight) : 0.0f;
   }
   for (size_t s = 0; s < chosen.size(); ++s) {
-    const TiledMatrix w = TiledMatrix{m.expert_gate_up(chosen[s].expert), m.gate_up_shape};
+    const TiledMatrix w{m.expert_gate_up(chosen[s].expert), m.gate_up_shape};
     float* out = act.as<float>() + t * width + static_cast<int64_t>(s) * m.inter;
     for (int64_t r = 0; r < m.inter; ++r) {
       const double g = ref_dot(w, gate_up_fused_row(r, false), 0, hidden, xn.data());

@@ -13,7 +13,7 @@ void moe_router_reference(const TileArgs& a) {
   const int64_t l = a.tile[0], tokens = x_mid.dim(0), hidden = x_mid.dim(1), width = out.dim(1);
   const LayerMlp m = layer_mlp(cfg.as<const int32_t>(), wtab.as<const int64_t>(), l, hidden);
   if (!m.sparse()) return;
-  const TiledMatrix w = TiledMatrix{m.router, m.router_shape};
+  const TiledMatrix w{m.router, m.router_shape};
   const Range rows = tile_range(a.tile[1], cfg_at(cfg, kCfgMoeRowsE), m.experts);
   for (int64_t t = 0; t < tokens; ++t) {
     const std::vector<double> xn = ref_rmsnorm(x_mid.as<const float>() + t * hidden, hidden,

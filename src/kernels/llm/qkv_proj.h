@@ -20,7 +20,8 @@ EVT_HD inline auto qkv_proj_job(const int64_t* tile, const DevBuffer* reads, con
                      .eps = bits_to_f32(cfg[kCfgEpsBits])};
   const Range k = tile_range(ks, cfg[kCfgQkvSplitLen], hidden);
   float* out = writes[0].as<float>() + ks * tokens * width;
-  return gemv_job<1>(in, weight<uint16_t>(reads[1], l, kWqkv), tiled_shape(width, hidden, d), head * d / kTileRows, d / kTileRows, k.begin,
+  return gemv_job<1>(in, weight<uint16_t>(reads[1], l, kWqkv), tiled_shape(width, hidden, d), head * d / kTileRows,
+                     d / kTileRows, k.begin,
                      k.end, width, [=](int64_t t, int64_t n, const float* v) { out[t * width + n] = v[0]; });
 }
 
