@@ -10,9 +10,9 @@
 // kChunkTiles whole tiles side by side, wherever they came from.
 //
 // The tiles come from a row panel of a matrix, stored k-block-major (kernels/llm/weight_tiles.h):
-// tile (g, kb) at base + (kb * stride + g) * kStreamTileBytes, base the panel's start. A task reads groups [g0, g0 + groups) over
-// k-blocks [kb0, kb0 + kblocks), k-block by k-block, `passes` times over (once per pass of
-// tokens, gemv.h). A chunk never spans two passes.
+// tile (g, kb) at base + (kb * stride + g) * kStreamTileBytes, base the panel's start. A task
+// reads groups [g0, g0 + groups) over k-blocks [kb0, kb0 + kblocks), k-block by k-block,
+// `passes` times over (once per pass of tokens, gemv.h). A chunk never spans two passes.
 
 #include <cstdint>
 #include <cstring>

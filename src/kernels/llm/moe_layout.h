@@ -52,11 +52,11 @@ struct LayerMlp {
   const uint16_t* down = nullptr;     // expert 0's down matrix
   int64_t experts = 1, top_k = 1, inter = 0;
   TiledShape router_shape, gate_up_shape, down_shape;  // one expert's matrices
-  int64_t gate_up_stride = 0, down_stride = 0;
 
   EVT_HD bool sparse() const { return router != nullptr; }
-  EVT_HD const uint16_t* expert_gate_up(int64_t e) const { return gate_up + e * gate_up_stride; }
-  EVT_HD const uint16_t* expert_down(int64_t e) const { return down + e * down_stride; }
+  // The experts' matrices one after another: expert e's starts e matrices in.
+  EVT_HD const uint16_t* expert_gate_up(int64_t e) const { return gate_up + e * gate_up_shape.bytes() / 2; }
+  EVT_HD const uint16_t* expert_down(int64_t e) const { return down + e * down_shape.bytes() / 2; }
 };
 
 // Layer `layer`'s MLP, from cfg (kCfgWords words) and the wtab rows (kWeightColumns each).
@@ -83,8 +83,6 @@ EVT_HD inline LayerMlp layer_mlp(const int32_t* cfg, const int64_t* wtab, int64_
   m.router_shape = tiled_shape(m.experts, hidden, cfg[kCfgMoeRowsE]);
   m.gate_up_shape = tiled_shape(2 * m.inter, hidden);
   m.down_shape = tiled_shape(hidden, m.inter);
-  m.gate_up_stride = m.gate_up_shape.bytes() / 2;
-  m.down_stride = m.down_shape.bytes() / 2;
   return m;
 }
 

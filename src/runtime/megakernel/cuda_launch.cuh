@@ -63,6 +63,16 @@ cudaError_t CudaLaunch<MK>::blocks_per_sm(int* blocks) {
   return cudaSuccess;
 }
 
+// Environment variable `name` as an integer when it is set and within [lo, hi], else `fallback`:
+// the launch's tuning knobs, read once each.
+inline int env_int(const char* name, int lo, int hi, int fallback) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return fallback;
+  char* end = nullptr;
+  const long n = std::strtol(v, &end, 10);
+  return *end == '\0' && n >= lo && n <= hi ? static_cast<int>(n) : fallback;
+}
+
 // The most stages a ring may take: kDefaultRingStages, or EVT_RING_STAGES (1 to kMaxRingStages).
 // More is not faster: the bytes every SM keeps in flight lengthen the memory queues that the
 // bodies' own dependent loads wait in. On an H100 (0c368f2, ctx 512) 4 stages beat 10 by 4% on
@@ -70,11 +80,7 @@ cudaError_t CudaLaunch<MK>::blocks_per_sm(int* blocks) {
 // On an H200 (0f45db1) 4 to 12 stages gave steps within 2% of each other.
 inline constexpr int kDefaultRingStages = 4;
 inline int ring_stage_cap() {
-  static const int cap = [] {
-    const char* v = std::getenv("EVT_RING_STAGES");
-    const int n = v != nullptr ? std::atoi(v) : 0;
-    return n >= 1 && n <= kMaxRingStages ? n : kDefaultRingStages;
-  }();
+  static const int cap = env_int("EVT_RING_STAGES", 1, kMaxRingStages, kDefaultRingStages);
   return cap;
 }
 
@@ -83,11 +89,7 @@ inline int ring_stage_cap() {
 // (0f45db1) 0 and 256 ns gave the default's step times and longer sleeps only slower ones.
 inline constexpr int kDefaultPollNs = 32;
 inline int poll_ns() {
-  static const int ns = [] {
-    const char* v = std::getenv("EVT_POLL_NS");
-    const int n = v != nullptr ? std::atoi(v) : -1;
-    return n >= 0 && n <= 100000 ? n : kDefaultPollNs;
-  }();
+  static const int ns = env_int("EVT_POLL_NS", 0, 100000, kDefaultPollNs);
   return ns;
 }
 
