@@ -2,7 +2,6 @@
 // Definitions of CudaLaunch (cuda_launch.h): include from the .cu file that instantiates a graph.
 
 #include <algorithm>
-#include <cstdlib>
 
 #include "kernels/weight_stream.h"
 #include "runtime/megakernel/cuda_launch.h"
@@ -63,38 +62,8 @@ cudaError_t CudaLaunch<MK>::blocks_per_sm(int* blocks) {
   return cudaSuccess;
 }
 
-// Environment variable `name` as an integer when it is set and within [lo, hi], else `fallback`:
-// the launch's tuning knobs, read once each.
-inline int env_int(const char* name, int lo, int hi, int fallback) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return fallback;
-  char* end = nullptr;
-  const long n = std::strtol(v, &end, 10);
-  return *end == '\0' && n >= lo && n <= hi ? static_cast<int>(n) : fallback;
-}
-
-// The most stages a ring may take: kDefaultRingStages, or EVT_RING_STAGES (1 to kMaxRingStages).
-// More is not faster: the bytes every SM keeps in flight lengthen the memory queues that the
-// bodies' own dependent loads wait in. On an H100 (0c368f2, ctx 512) 4 stages beat 10 by 4% on
-// Qwen3-8B and 0.6B at B = 1 and by 10% on 0.6B at B = 16; 2 stages starve the 8B projections.
-// On an H200 (0f45db1) 4 to 12 stages gave steps within 2% of each other.
-inline constexpr int kDefaultRingStages = 4;
-inline int ring_stage_cap() {
-  static const int cap = env_int("EVT_RING_STAGES", 1, kMaxRingStages, kDefaultRingStages);
-  return cap;
-}
-
-// The sleep between two polls of a wait: kDefaultPollNs, or EVT_POLL_NS (0 to 100000), to measure
-// what the pollers cost the memory system (a hundred SMs may poll one counter). On an H200
-// (0f45db1) 0 and 256 ns gave the default's step times and longer sleeps only slower ones.
-inline constexpr int kDefaultPollNs = 32;
-inline int poll_ns() {
-  static const int ns = env_int("EVT_POLL_NS", 0, 100000, kDefaultPollNs);
-  return ns;
-}
-
 // A launch's arguments with its shared memory laid out: the scratch it asks for (within what the
-// kernel allows; 0 for the most), and the weight ring in what is left, at most ring_stage_cap().
+// kernel allows; 0 for the most), and the weight ring in what is left, at most ring_stage_cap() stages.
 // Returns the dynamic shared memory bytes.
 template <class MK>
 int layout_shared_memory(LaunchArgs& a) {
@@ -103,7 +72,7 @@ int layout_shared_memory(LaunchArgs& a) {
   a.ring_stages = 0;
   if constexpr (MK::has_streams) {
     const int64_t fit = (CudaLaunch<MK>::kDynamicBytes - scratch) / kernels::kChunkBytes;
-    a.ring_stages = static_cast<int>(std::min<int64_t>(fit, ring_stage_cap()));
+    a.ring_stages = static_cast<int>(std::min<int64_t>(fit, ring_stage_cap(kMaxRingStages)));
   }
   return scratch + a.ring_stages * static_cast<int>(kernels::kChunkBytes);
 }

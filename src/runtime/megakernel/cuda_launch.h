@@ -23,6 +23,14 @@ struct LaunchShape {
 // static shared memory (2.6 KiB in the decode megakernel: the sample task's and the ring's).
 inline constexpr int kSharedMemoryLimit = 223 * 1024;
 
+// The launch's tuning knobs (launch_knobs.cc), each read once: its default, or an environment
+// variable that overrides it for measurements.
+// The most stages a weight ring may take, up to `most`: EVT_RING_STAGES (1 to `most`).
+int ring_stage_cap(int most);
+// The sleep between two polls of a wait, ns: EVT_POLL_NS (0 to 100000), to measure what the
+// pollers cost the memory system (a hundred SMs may poll one counter).
+int poll_ns();
+
 template <class MK>
 struct CudaLaunch {
   // Task threads, and the block: one more warp, the loader, when the graph has weight streams.
