@@ -1320,7 +1320,7 @@ template <class W, mk::Schedule kS>
 EVT_HD inline bool run_queued(W& w, const Params& p, const mk::LaunchArgs& a, int64_t task, bool& healthy,
                               int64_t sources);
 
-template <class W, mk::Schedule kS, bool kHelps = false>
+template <class W, mk::Schedule kS, bool kHelps = false, bool kInline = false>
 EVT_HD inline bool run_task(W& w, const Params& p, const mk::LaunchArgs& a, int group, int64_t linear, bool& healthy,
                             int64_t sources = 0) {
   int64_t t[4] = {};
@@ -1337,7 +1337,16 @@ EVT_HD inline bool run_task(W& w, const Params& p, const mk::LaunchArgs& a, int 
     int64_t step = mk::kRun;
     if (w.leader()) {
       if (a.trace) start = w.now_ns();
-      step = healthy ? wait<W, kS>(w, p, a, r, t, linear, kHelps ? &help : nullptr) : mk::kAbort;
+      if (!healthy) {
+        step = mk::kAbort;
+      } else if constexpr (kInline) {
+        // Its one element completed with this leader's own arrival (the value its add returned),
+        // so reading the counter back would only cost a round trip: an acquire fence receives
+        // the other notifiers' writes as the wait's acquire load would.
+        w.fence_acquire();
+      } else {
+        step = wait<W, kS>(w, p, a, r, t, linear, kHelps ? &help : nullptr);
+      }
       if (a.trace) waited = w.now_ns();
       if (step == mk::kHelp) step = ~help.ticket;  // negative: the ticket to run first
     }
@@ -1387,7 +1396,7 @@ EVT_HD inline bool run_inline(W& w, const Params& p, const mk::LaunchArgs& a, bo
       int group;
       int64_t linear;
       task_group(p, task, group, linear);
-      if (!run_task<W, kS>(w, p, a, group, linear, healthy)) return false;
+      if (!run_task<W, kS, false, true>(w, p, a, group, linear, healthy)) return false;
     }
   }
   return true;

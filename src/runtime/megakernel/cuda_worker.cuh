@@ -58,6 +58,9 @@ class CudaWorker {
     cuda::atomic_thread_fence(cuda::memory_order_release, cuda::thread_scope_device);
     return ref(p).fetch_add(v, cuda::memory_order_relaxed);
   }
+  __device__ void fence_acquire() const {
+    cuda::atomic_thread_fence(cuda::memory_order_acquire, cuda::thread_scope_device);
+  }
   __device__ uint64_t fetch_max(uint64_t* p, uint64_t v) const { return ref(p).fetch_max(v, cuda::memory_order_relaxed); }
   __device__ bool compare_exchange(uint64_t* p, uint64_t& expected, uint64_t desired) const {
     return ref(p).compare_exchange_strong(expected, desired, cuda::memory_order_relaxed);
