@@ -12,41 +12,66 @@
 
 namespace evt::kernels::llm {
 
+// A task is a chain of dependent loads (the K splits' partial sums, the position and the norm
+// weights, the cache slot), each a round trip of 1-2 us while other SMs stream weights; so the body
+// issues every load that does not depend on another before it uses any: the head counts come
+// from the buffers' shapes rather than cfg, and the splits' sums are loaded kSplitsInFlight at a
+// time.
 template <int D, class Block>
 EVT_HD void qkv_finish_body(const Block& b, const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
   constexpr int kPer = D / lanes();  // elements per lane: lane + lanes() * j
   constexpr int kHalf = kPer / 2;    // element j + kHalf is element j's RoPE partner
+  constexpr int kSplitsInFlight = 4;
   const int32_t* cfg = reads[0].as<const int32_t>();
   const int64_t l = tile[0], head = tile[1];
   const int64_t splits = reads[2].dim(0), tokens = reads[2].dim(1), width = reads[2].dim(2);
-  const int64_t heads = cfg[kCfgHeads], kv_heads = cfg[kCfgKvHeads];
+  const int64_t heads = writes[0].dim(1), kv_heads = writes[1].dim(2);  // q: T x HQ x D, k_cache: L x SLOTS x HKV x D
   const bool is_q = head < heads, is_k = !is_q && head < heads + kv_heads;
   const float* inv_freq = reads[3].as<const float>();
   const int32_t* pos = reads[4].as<const int32_t>();
   const int32_t* seq = reads[5].as<const int32_t>();
   const int32_t* table = reads[6].as<const int32_t>();
   const int64_t table_width = reads[6].dim(1), slots = writes[1].dim(1);
-  const uint16_t* norm_w = nullptr;
-  if (cfg[kCfgQkNorm] != 0 && (is_q || is_k)) norm_w = weight<uint16_t>(reads[1], l, is_q ? kWqNorm : kWkNorm);
-  const float eps = bits_to_f32(cfg[kCfgEpsBits]);
+  // Null without Qwen3's q/k norm (decode_config.h), so cfg need not be read first.
+  const uint16_t* norm_w = is_q || is_k ? weight<uint16_t>(reads[1], l, is_q ? kWqNorm : kWkNorm) : nullptr;
 
   for (int64_t t = warp(b); t < tokens; t += warps(b)) {
-    float v[kPer];
-    for (int j = 0; j < kPer; ++j) {
-      v[j] = 0;
-      for (int64_t ks = 0; ks < splits; ++ks) {
-        v[j] += reads[2].as<const float>()[(ks * tokens + t) * width + head * D + lane(b) + lanes() * j];
+    const int32_t position = pos[t], sequence = seq[t];
+    float freq[kHalf];
+    EVT_UNROLL
+    for (int j = 0; j < kHalf; ++j) freq[j] = inv_freq[lane(b) + lanes() * j];
+    float v[kPer] = {};
+    for (int64_t k0 = 0; k0 < splits; k0 += kSplitsInFlight) {
+      float part[kSplitsInFlight][kPer];
+      EVT_UNROLL
+      for (int u = 0; u < kSplitsInFlight; ++u) {
+        EVT_UNROLL
+        for (int j = 0; j < kPer; ++j) {
+          part[u][j] = k0 + u < splits
+                           ? reads[2].as<const float>()[((k0 + u) * tokens + t) * width + head * D + lane(b) + lanes() * j]
+                           : 0.0f;
+        }
+      }
+      EVT_UNROLL
+      for (int u = 0; u < kSplitsInFlight; ++u) {
+        EVT_UNROLL
+        for (int j = 0; j < kPer; ++j) {
+          if (k0 + u < splits) v[j] += part[u][j];
+        }
       }
     }
     if (norm_w != nullptr) {
+      float w[kPer];
+      EVT_UNROLL
+      for (int j = 0; j < kPer; ++j) w[j] = bf16_to_f32(norm_w[lane(b) + lanes() * j]);
       float sum = 0;
       for (int j = 0; j < kPer; ++j) sum += v[j] * v[j];
-      const float scale = 1.0f / sqrtf(warp_sum(sum) / static_cast<float>(D) + eps);
-      for (int j = 0; j < kPer; ++j) v[j] = v[j] * scale * bf16_to_f32(norm_w[lane(b) + lanes() * j]);
+      const float scale = 1.0f / sqrtf(warp_sum(sum) / static_cast<float>(D) + bits_to_f32(cfg[kCfgEpsBits]));
+      for (int j = 0; j < kPer; ++j) v[j] = v[j] * scale * w[j];
     }
     if (is_q || is_k) {
       for (int j = 0; j < kHalf; ++j) {
-        const float angle = static_cast<float>(pos[t]) * inv_freq[lane(b) + lanes() * j];
+        const float angle = static_cast<float>(position) * freq[j];
         const float c = cosf(angle), s = sinf(angle), lo = v[j], hi = v[j + kHalf];
         v[j] = lo * c - hi * s;
         v[j + kHalf] = hi * c + lo * s;
@@ -56,7 +81,7 @@ EVT_HD void qkv_finish_body(const Block& b, const int64_t* tile, const DevBuffer
       float* out = writes[0].as<float>() + (t * heads + head) * D;
       for (int j = 0; j < kPer; ++j) out[lane(b) + lanes() * j] = v[j];
     } else {
-      const int64_t slot = kv_slot(table + static_cast<int64_t>(seq[t]) * table_width, pos[t], cfg[kCfgPageSize]);
+      const int64_t slot = kv_slot(table + static_cast<int64_t>(sequence) * table_width, position, cfg[kCfgPageSize]);
       const int64_t kv_head = head - heads - (is_k ? 0 : kv_heads);
       uint16_t* out = writes[is_k ? 1 : 2].as<uint16_t>() + ((l * slots + slot) * kv_heads + kv_head) * D;
       for (int j = 0; j < kPer; ++j) out[lane(b) + lanes() * j] = f32_to_bf16(v[j]);
