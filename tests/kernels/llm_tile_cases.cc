@@ -678,8 +678,8 @@ std::vector<CaseSpec> make_specs() {
       add(s);
     }
   }
-  // Attention: KV splits of 3, 5, 32 and 64 positions; short sequences leave splits empty, and an
-  // extra split past the longest context is empty for every token.
+  // Attention: KV splits of 3 to 64 positions, groups of 1 to 8 query heads; short sequences
+  // leave splits empty, and an extra split past the longest context is empty for every token.
   struct Attention {
     int64_t t, seqs, heads, kv_heads, page, context, split, extra, layer;
     float q_scale;
@@ -688,7 +688,10 @@ std::vector<CaseSpec> make_specs() {
     for (const Attention& a : std::vector<Attention>{{1, 1, 4, 4, 1, 7, 3, 1, 0, 1},
                                                      {3, 2, 8, 2, 3, 40, 5, 1, 1, 4},
                                                      {17, 5, 16, 2, 16, 130, 32, 0, 2, 8},
-                                                     {97, 4, 8, 2, 3, 150, 64, 1, 1, 2}}) {
+                                                     {97, 4, 8, 2, 3, 150, 64, 1, 1, 2},
+                                                     // groups of 2 and 3 (the body for 4, part idle)
+                                                     {5, 2, 6, 3, 4, 60, 16, 0, 1, 2},
+                                                     {2, 1, 6, 2, 2, 33, 8, 1, 0, 1}}) {
       CaseSpec s = spec(d == 64 ? "decode_attention_d64" : "decode_attention_d128");
       s.tokens = a.t, s.seqs = a.seqs, s.heads = a.heads, s.kv_heads = a.kv_heads, s.head_dim = d;
       s.page_size = a.page, s.max_context = a.context, s.kv_split = a.split, s.kv_extra_splits = a.extra;
