@@ -18,6 +18,10 @@ static_assert(kernels::llm::kHostWarps * 32 == kernels::llm::kDecodeThreads,
 
 // The most weight groups a projection tile may own: what its warps keep in registers (gemv.h).
 constexpr int64_t kMaxTileGroups = kernels::llm::kMaxGroupsPerWarp * (kernels::llm::kDecodeThreads / 32);
+// A projection input of any width fits the scratch: it is staged a segment of k-blocks at a time.
+static_assert(kernels::llm::gemv_min_scratch(kMaxTileGroups, kernels::llm::kDecodeThreads / 32) <=
+                  kernels::llm::kDecodeScratchBytes,
+              "the largest projection tile's sums and one staged k-block fit the decode block's scratch");
 
 bool decode_head_dim_supported(int64_t head_dim) { return head_dim == 64 || head_dim == 128; }
 
@@ -44,13 +48,6 @@ Status check_decodable(const ModelConfig& c) {
   if (c.moe && c.moe->num_experts_per_tok > kernels::llm::kMaxMoeTopK) {
     return error("{} experts per token: the MoE tile functions take at most {}", c.moe->num_experts_per_tok,
                  kernels::llm::kMaxMoeTopK);
-  }
-  // The widest projection input must fit one token's staged row in the GPU block's scratch.
-  const int64_t widest = std::max({c.hidden_size, c.intermediate_size, c.num_heads * c.head_dim});
-  if (kernels::llm::gemv_min_scratch(widest, kMaxTileGroups, kernels::llm::kDecodeThreads / 32) >
-      kernels::llm::kDecodeScratchBytes) {
-    return error("a projection input of {} values does not fit the decode block's {} bytes of scratch", widest,
-                 kernels::llm::kDecodeScratchBytes);
   }
   return Status();
 }

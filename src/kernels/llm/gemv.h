@@ -7,9 +7,13 @@
 //  1. The weights arrive as the task's stream (kernels/weight_stream.h): on the GPU the loader
 //     warp copies them into a shared-memory ring ahead of the body, across its dependency wait;
 //     the body only reads shared memory.
-//  2. The block stages the tile's activations in shared memory once per pass of up to
-//     kPassTokens tokens, normalized and rounded to bf16 (as Hugging Face feeds its bf16
-//     linears), columns past k1 zeroed.
+//  2. The block stages the tile's activations in shared memory, normalized and rounded to bf16
+//     (as Hugging Face feeds its bf16 linears), columns past k1 zeroed: a pass of up to
+//     kPassTokens tokens at a time, and within a pass as many k-blocks as the scratch holds (a
+//     segment). So a pass streams its weights once however wide its rows: the stage is refilled
+//     between segments, mid-stream, instead of the weights being streamed again for fewer tokens
+//     (Qwen3-8B's down projection at B = 16 fits six 12,288-wide rows; it streamed its weights
+//     three times).
 //  3. Each warp owns whole groups (or, when the groups are fewer than the warps, a group and
 //     every P-th k-block of it) and keeps their sums in registers for the whole pass: tile (g, kb)
 //     of the stream is two mma.m16n8k16 (16 weight rows x 8 tokens x 32 columns) per 8 tokens.
@@ -86,7 +90,8 @@ struct GemvPlan {
   int per_group;        // P: warps sharing one group (1 when groups > W)
   int groups_per_warp;  // Q: groups one warp owns (1 unless groups > W)
   int64_t kblocks;      // 32-column blocks of [k0, k1)
-  int64_t stride;       // staged row length, elements (staged_row)
+  int64_t seg_kblocks;  // k-blocks staged at a time (a segment): all of them when they fit
+  int64_t stride;       // staged row length, elements (staged_row of a segment)
   int64_t pass_tokens;  // tokens staged per pass
   int64_t passes;
   double* red;          // kMaxWarps sum-of-squares partials
@@ -109,13 +114,13 @@ EVT_HD constexpr int64_t gemv_slot_bytes(int64_t groups, int warps) {
   return int64_t{warps} * gemv_groups_per_warp(groups, warps) * kSlotFloats * 4;
 }
 // The scratch a tile of `groups` groups over `k` columns uses with every token of a pass
-// staged, and the least it runs in (one token a pass).
+// staged in one segment, and the least it runs in (one token, one k-block a segment).
 EVT_HD constexpr int64_t gemv_scratch_bytes(int64_t k, int64_t groups, int64_t tokens, int warps) {
   const int64_t staged = tokens < kPassTokens ? tokens : kPassTokens;
   return kGemvHeaderBytes + gemv_slot_bytes(groups, warps) + staged * staged_row((k + kTileCols - 1) / kTileCols) * 2;
 }
-EVT_HD constexpr int64_t gemv_min_scratch(int64_t k, int64_t groups, int warps) {
-  return gemv_scratch_bytes(k, groups, 1, warps);
+EVT_HD constexpr int64_t gemv_min_scratch(int64_t groups, int warps) {
+  return kGemvHeaderBytes + gemv_slot_bytes(groups, warps) + staged_row(1) * 2;
 }
 
 template <class Block, class Job>
@@ -126,9 +131,16 @@ EVT_HD GemvPlan gemv_plan(const Block& b, const Job& j) {
   p.groups_per_warp = gemv_groups_per_warp(j.groups, p.warps);
   p.per_group = j.groups <= p.warps ? static_cast<int>(p.warps / max_of<int64_t>(j.groups, 1)) : 1;
   p.kblocks = (j.k1 - j.k0 + kTileCols - 1) / kTileCols;
-  p.stride = staged_row(p.kblocks);
   const int64_t room = s.bytes - kGemvHeaderBytes - gemv_slot_bytes(j.groups, p.warps);
-  p.pass_tokens = max_of<int64_t>(1, min_of<int64_t>(min_of<int64_t>(kPassTokens, j.in.tokens), room / (p.stride * 2)));
+  // Every token of a pass staged, k-blocks in segments of what then fits (the padding of
+  // staged_row comes with an even count: one block fewer is odd and has none); fewer tokens only
+  // if a pass's tokens do not fit one k-block each.
+  p.pass_tokens = max_of<int64_t>(1, min_of<int64_t>(min_of<int64_t>(kPassTokens, j.in.tokens),
+                                                     room / (staged_row(1) * 2)));
+  int64_t seg = min_of<int64_t>(p.kblocks, room / (p.pass_tokens * kTileCols * 2));
+  if (seg > 1 && p.pass_tokens * staged_row(seg) * 2 > room) --seg;
+  p.seg_kblocks = max_of<int64_t>(1, seg);
+  p.stride = staged_row(p.seg_kblocks);
   p.passes = (j.in.tokens + p.pass_tokens - 1) / p.pass_tokens;
   p.red = reinterpret_cast<double*>(s.data);
   p.scale = p.red + kMaxWarps;
@@ -153,53 +165,58 @@ EVT_HD WeightStream gemv_stream(const Block& b, const Job& j) {
   return s;
 }
 
-// Stages tokens [c0, c0 + count) of the input, columns [k0, k0 + kblocks * 32), as
-// bf16(x * norm scale * norm_w) (or bf16(x) without a norm), zero past k1. Ends with a block
-// barrier. The norm is computed in double, as the references compute it: rounding to bf16 turns
-// a last-bit difference in the scale into a whole bf16 step of an input now and then (a 1e-3
-// change of an output), which the float sums' summation order made happen on the GPU.
+// The RMSNorm scale of tokens [c0, c0 + count) of the input into p.scale, when it has a norm;
+// ends with a block barrier. Computed in double, as the references compute it: rounding to bf16
+// turns a last-bit difference in the scale into a whole bf16 step of an input now and then (a
+// 1e-3 change of an output), which the float sums' summation order made happen on the GPU.
 template <class Block>
-EVT_HD void stage_tokens(const Block& b, const GemvInput& in, const GemvPlan& p, int64_t c0, int64_t count, int64_t k0,
-                         int64_t k1) {
-  if (in.norm_w != nullptr) {
-    // Sum of squares of each row, split over the warps when the tokens are fewer.
-    const auto parts = static_cast<int32_t>(max_of<int64_t>(1, warps(b) / count));
-    const int64_t per = ((in.norm_len + parts - 1) / parts + 7) / 8 * 8;
-    for (int32_t i = warp(b); i < count * parts; i += warps(b)) {
-      const float* row = in.row(c0 + i / parts);
-      const int64_t s1 = min_of<int64_t>(in.norm_len, (i % parts + 1) * per);
-      double sum = 0;
-      float v[8];
-      for (int64_t k = (i % parts) * per + 8 * lane(b); k < s1; k += 8 * lanes()) {
-        load8_f32(row + k, v);
-        for (int j = 0; j < 8; ++j) sum += static_cast<double>(v[j]) * v[j];
-      }
-      sum = warp_sum(sum);
-      if (lane(b) == 0) p.red[i] = sum;
+EVT_HD void norm_scales(const Block& b, const GemvInput& in, const GemvPlan& p, int64_t c0, int64_t count) {
+  if (in.norm_w == nullptr) return;
+  // Sum of squares of each row, split over the warps when the tokens are fewer.
+  const auto parts = static_cast<int32_t>(max_of<int64_t>(1, warps(b) / count));
+  const int64_t per = ((in.norm_len + parts - 1) / parts + 7) / 8 * 8;
+  for (int32_t i = warp(b); i < count * parts; i += warps(b)) {
+    const float* row = in.row(c0 + i / parts);
+    const int64_t s1 = min_of<int64_t>(in.norm_len, (i % parts + 1) * per);
+    double sum = 0;
+    float v[8];
+    for (int64_t k = (i % parts) * per + 8 * lane(b); k < s1; k += 8 * lanes()) {
+      load8_f32(row + k, v);
+      for (int j = 0; j < 8; ++j) sum += static_cast<double>(v[j]) * v[j];
     }
-    b.sync();
-    for (int64_t t = b.thread(); t < count; t += b.threads()) {
-      double sum = 0;
-      for (int64_t j = 0; j < parts; ++j) sum += p.red[t * parts + j];
-      p.scale[t] = 1.0 / sqrt(sum / static_cast<double>(in.norm_len) + in.eps);
-    }
-    b.sync();
+    sum = warp_sum(sum);
+    if (lane(b) == 0) p.red[i] = sum;
   }
+  b.sync();
+  for (int64_t t = b.thread(); t < count; t += b.threads()) {
+    double sum = 0;
+    for (int64_t j = 0; j < parts; ++j) sum += p.red[t * parts + j];
+    p.scale[t] = 1.0 / sqrt(sum / static_cast<double>(in.norm_len) + in.eps);
+  }
+  b.sync();
+}
+
+// Stages tokens [c0, c0 + count) of the input, the segment of columns [k, k + p.seg_kblocks * 32)
+// (k a multiple of 32, past k1 zeroed), as bf16(x * norm scale * norm_w) or bf16(x) without a
+// norm. Ends with a block barrier.
+template <class Block>
+EVT_HD void stage_segment(const Block& b, const GemvInput& in, const GemvPlan& p, int64_t c0, int64_t count, int64_t k,
+                          int64_t k1) {
   // 32-bit indices: a 64-bit division is a subroutine call on the GPU.
-  const auto octets = static_cast<int32_t>(p.kblocks * kTileCols / 8);
+  const auto octets = static_cast<int32_t>(p.seg_kblocks * kTileCols / 8);
   for (int32_t i = b.thread(); i < count * octets; i += b.threads()) {
     const int32_t t = i / octets;
-    const int64_t k = k0 + 8 * (i % octets);
+    const int64_t col = k + 8 * (i % octets);
     float v[8] = {};
-    if (k < k1) {
-      load8_f32(in.row(c0 + t) + k, v);
+    if (col < k1) {
+      load8_f32(in.row(c0 + t) + col, v);
       if (in.norm_w != nullptr) {
         float g[8];
-        load8_bf16(in.norm_w + k, g);
+        load8_bf16(in.norm_w + col, g);
         for (int j = 0; j < 8; ++j) v[j] = static_cast<float>(v[j] * p.scale[t] * g[j]);
       }
     }
-    store_bf16x8(p.stage + t * p.stride + (k - k0), v);
+    store_bf16x8(p.stage + t * p.stride + (col - k), v);
   }
   b.sync();
 }
@@ -243,6 +260,30 @@ EVT_HD inline float* gemv_slot(const GemvPlan& p, int w, int q) {
   return p.slots + (int64_t{w} * p.groups_per_warp + q) * kSlotFloats;
 }
 
+// The stage's segments along a pass's stream, whose tiles are k-block-major over the job's
+// groups: the staged segment starts at k-block kb0 and ends before tile `end`. next() moves to the
+// following segment once the caller restaged it.
+class Segments {
+ public:
+  EVT_HD Segments(const GemvPlan& p, int64_t groups, int32_t tiles_per_pass)
+      : step_(static_cast<int32_t>(p.seg_kblocks * groups)),
+        kb_step_(static_cast<int32_t>(p.seg_kblocks)),
+        tiles_(tiles_per_pass),
+        end_(min_of<int32_t>(step_, tiles_per_pass)) {}
+  EVT_HD int32_t kb0() const { return kb0_; }
+  // The first tile past the staged segment, when it falls before `hi`: the stage must be refilled
+  // before the tiles from there on.
+  EVT_HD bool ends_before(int32_t hi) const { return end_ < hi; }
+  EVT_HD int32_t end() const { return end_; }
+  EVT_HD void next() {
+    kb0_ += kb_step_;
+    end_ = min_of<int32_t>(end_ + step_, tiles_);
+  }
+
+ private:
+  int32_t step_, kb_step_, tiles_, end_, kb0_ = 0;
+};
+
 #if defined(__CUDA_ARCH__)
 // d += a b for one 16 x 8 x 16 tile: a holds rows (g, g+8) x k (2c, 2c+1, 2c+8, 2c+9) of lane
 // (g = lane / 4, c = lane % 4), b holds k (2c, 2c+1, 2c+8, 2c+9) of column g; d holds rows
@@ -273,10 +314,11 @@ __device__ inline void mma_tile(const unsigned char* tile, const uint16_t* const
 }
 
 // A warp's share of one pass: every chunk of the pass from the reader, its tiles into registers,
-// then its sums into its slots.
-template <int kNT, class Reader>
+// then its sums into its slots. restage(kb) refills the stage with the segment from k-block kb;
+// every warp calls it at the same tile of the stream, as every warp reads every chunk.
+template <int kNT, class Reader, class Restage>
 __device__ void gemv_pass_warp(const GemvPlan& p, int64_t groups, int64_t count, const WeightStream& s,
-                               Reader& reader) {
+                               Reader& reader, Restage&& restage) {
   const int w = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
   const int g = lane / 4, c = lane % 4;
   const uint16_t* x[kNT];
@@ -285,15 +327,23 @@ __device__ void gemv_pass_warp(const GemvPlan& p, int64_t groups, int64_t count,
   float acc0[kNT][4] = {}, acc1[kNT][4] = {};
   WarpTiles mine(p, groups, w);
   const auto tiles_per_pass = static_cast<int32_t>(s.tiles_per_pass());
+  Segments seg(p, groups, tiles_per_pass);
   for (int32_t lo = 0; lo < tiles_per_pass; lo += kChunkTiles) {
     const unsigned char* tiles = reader.acquire();
-    mine.take(min_of<int32_t>(lo + kChunkTiles, tiles_per_pass), [&](int32_t i, int32_t kb, int q) {
+    const auto mma = [&](int32_t i, int32_t kb, int q) {
       if (q == 0) {
-        mma_tile<kNT>(tiles + (i - lo) * kTileBytes, x, kb, acc0);
+        mma_tile<kNT>(tiles + (i - lo) * kTileBytes, x, kb - seg.kb0(), acc0);
       } else {
-        mma_tile<kNT>(tiles + (i - lo) * kTileBytes, x, kb, acc1);
+        mma_tile<kNT>(tiles + (i - lo) * kTileBytes, x, kb - seg.kb0(), acc1);
       }
-    });
+    };
+    const int32_t hi = min_of<int32_t>(lo + kChunkTiles, tiles_per_pass);
+    while (seg.ends_before(hi)) {
+      mine.take(seg.end(), mma);
+      seg.next();
+      restage(seg.kb0());
+    }
+    mine.take(hi, mma);
     reader.release();
   }
   for (int q = 0; q < p.groups_per_warp; ++q) {
@@ -311,10 +361,11 @@ __device__ void gemv_pass_warp(const GemvPlan& p, int64_t groups, int64_t count,
 }
 #endif
 
-// The same on the host: the one thread plays each warp in turn, chunk by chunk, with a scalar
-// multiply in float, adding into the slots.
-template <class Reader>
-inline void gemv_pass_host(const GemvPlan& p, int64_t groups, int64_t count, const WeightStream& s, Reader& reader) {
+// The same on the host: the one thread plays each warp in turn, chunk by chunk (segment by
+// segment within a chunk), with a scalar multiply in float, adding into the slots.
+template <class Reader, class Restage>
+inline void gemv_pass_host(const GemvPlan& p, int64_t groups, int64_t count, const WeightStream& s, Reader& reader,
+                           Restage&& restage) {
   for (int w = 0; w < p.warps; ++w) {
     for (int q = 0; q < p.groups_per_warp; ++q) {
       float* slot = gemv_slot(p, w, q);
@@ -324,29 +375,39 @@ inline void gemv_pass_host(const GemvPlan& p, int64_t groups, int64_t count, con
   std::vector<WarpTiles> warps;
   for (int w = 0; w < p.warps; ++w) warps.emplace_back(p, groups, w);
   const auto tiles_per_pass = static_cast<int32_t>(s.tiles_per_pass());
+  Segments seg(p, groups, tiles_per_pass);
   for (int32_t lo = 0; lo < tiles_per_pass; lo += kChunkTiles) {
     const unsigned char* tiles = reader.acquire();
-    for (int w = 0; w < p.warps; ++w) {
-      warps[w].take(std::min<int32_t>(lo + kChunkTiles, tiles_per_pass), [&](int32_t i, int32_t kb, int q) {
-        const auto* tile = reinterpret_cast<const uint16_t*>(tiles + (i - lo) * kTileBytes);
-        float* slot = gemv_slot(p, w, q);
-        for (int r = 0; r < kTileRows; ++r) {
-          for (int64_t t = 0; t < count; ++t) {
-            const uint16_t* x = p.stage + t * p.stride + kb * kTileCols;
-            float sum = 0;
-            for (int j = 0; j < kTileCols; ++j) sum += bf16_to_f32(tile[tile_element(r, j)]) * bf16_to_f32(x[j]);
-            slot[r * kPassTokens + t] += sum;
+    const auto every_warp = [&](int32_t end) {
+      for (int w = 0; w < p.warps; ++w) {
+        warps[w].take(end, [&](int32_t i, int32_t kb, int q) {
+          const auto* tile = reinterpret_cast<const uint16_t*>(tiles + (i - lo) * kTileBytes);
+          float* slot = gemv_slot(p, w, q);
+          for (int r = 0; r < kTileRows; ++r) {
+            for (int64_t t = 0; t < count; ++t) {
+              const uint16_t* x = p.stage + t * p.stride + (kb - seg.kb0()) * kTileCols;
+              float sum = 0;
+              for (int j = 0; j < kTileCols; ++j) sum += bf16_to_f32(tile[tile_element(r, j)]) * bf16_to_f32(x[j]);
+              slot[r * kPassTokens + t] += sum;
+            }
           }
-        }
-      });
+        });
+      }
+    };
+    const int32_t hi = std::min<int32_t>(lo + kChunkTiles, tiles_per_pass);
+    while (seg.ends_before(hi)) {
+      every_warp(seg.end());
+      seg.next();
+      restage(seg.kb0());
     }
+    every_warp(hi);
     reader.release();
   }
 }
 
 // The tile: every pass stages its tokens, streams the weights once, and hands each (token,
 // output) to the epilogue (an empty column range gives zeros). The weights must be the stream
-// gemv_stream(b, j) describes; the scratch at least gemv_min_scratch(k1 - k0, groups, warps).
+// gemv_stream(b, j) describes; the scratch at least gemv_min_scratch(groups, warps).
 template <class Block, class Job>
 EVT_HD void gemv_run(const Block& b, const Job& j) {
   constexpr int kRows = Job::kRows;
@@ -361,15 +422,21 @@ EVT_HD void gemv_run(const Block& b, const Job& j) {
   auto reader = b.weights(s);
   for (int64_t pass = 0; pass < p.passes; ++pass) {
     const int64_t c0 = pass * p.pass_tokens, count = min_of<int64_t>(p.pass_tokens, j.in.tokens - c0);
-    stage_tokens(b, j.in, p, c0, count, j.k0, j.k1);
+    norm_scales(b, j.in, p, c0, count);
+    stage_segment(b, j.in, p, c0, count, j.k0, j.k1);
+    // A later segment waits until every warp is done with the one before it.
+    const auto restage = [&](int64_t kb) {
+      b.sync();
+      stage_segment(b, j.in, p, c0, count, j.k0 + kb * kTileCols, j.k1);
+    };
 #if defined(__CUDA_ARCH__)
     if (count > 8) {
-      gemv_pass_warp<2>(p, j.groups, count, s, reader);
+      gemv_pass_warp<2>(p, j.groups, count, s, reader, restage);
     } else {
-      gemv_pass_warp<1>(p, j.groups, count, s, reader);
+      gemv_pass_warp<1>(p, j.groups, count, s, reader, restage);
     }
 #else
-    gemv_pass_host(p, j.groups, count, s, reader);
+    gemv_pass_host(p, j.groups, count, s, reader, restage);
 #endif
     b.sync();
     // (token, output) pairs, outputs fastest so that the epilogue's stores are contiguous. Group
