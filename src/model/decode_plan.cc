@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <limits>
 
 #include "kernels/llm/attention_merge.h"
 #include "kernels/llm/decode_attention.h"
@@ -73,6 +74,23 @@ int64_t qkv_splits(int64_t heads, int64_t most, int workers) {
   return std::clamp<int64_t>(workers / heads, 1, most);
 }
 
+// A task's fixed cost in attention, in KV positions' worth: on an H200 a Qwen3-8B task of 32
+// positions took 14.5 us and one of 256 took 34 (e99c836), 0.087 us a position past ~130's worth.
+constexpr int64_t kSplitFixedPositions = 128;
+
+// KV splits of attention over `heads` (token, KV head) pairs: the count that ends the attention
+// soonest, each wave of tasks (one per worker) taking as long as its longest split plus a task's
+// fixed cost; each split at least 32 positions, the fewest splits on a tie. (Enough splits to
+// cover the workers, as before, made Qwen3-8B's 128 pairs at B = 16 two waves of 256 tasks.)
+int64_t kv_splits(int64_t heads, int64_t longest_context, int workers) {
+  int64_t best = 1, best_cost = std::numeric_limits<int64_t>::max();
+  for (int64_t s = 1; s <= std::max<int64_t>(1, longest_context / 32); ++s) {
+    const int64_t cost = ceil_div(heads * s, workers) * (ceil_div(longest_context, s) + kSplitFixedPositions);
+    if (cost < best_cost) best = s, best_cost = cost;
+  }
+  return best;
+}
+
 // Sampling inputs of the right sizes, each sequence's penalized tokens in the vocab and
 // distinct, with positive counts.
 Status check_sampling(const StepBatch& b, int64_t vocab) {
@@ -133,10 +151,8 @@ Tiling default_tiling(const ModelConfig& c, int64_t tokens, int64_t longest_cont
   workers = std::max(workers, 1);
   Tiling t = weight_tiling(c, workers);
   t.qkv_splits = qkv_splits(c.num_heads + 2 * c.num_kv_heads, std::max<int64_t>(1, c.hidden_size / 256), workers);
-  // KV splits: enough (token, KV head, split) tiles to cover the workers, each split >= 32.
-  const int64_t splits =
-      std::clamp<int64_t>(ceil_div(workers, tokens * c.num_kv_heads), 1, std::max<int64_t>(1, longest_context / 32));
-  t.kv_split_len = std::max<int64_t>(1, ceil_div(longest_context, splits));
+  t.kv_split_len = std::max<int64_t>(1, ceil_div(longest_context, kv_splits(tokens * c.num_kv_heads, longest_context,
+                                                                            workers)));
   if (c.moe) {
     // The experts a step can route to share the workers: at B = 1 on Qwen3-30B-A3B 8 experts get
     // 16 tiles each. (Tiled for the whole grid per expert, B = 1 took 1024 down tiles of 24 KB a
