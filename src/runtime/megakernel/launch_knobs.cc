@@ -3,6 +3,7 @@
 // a default rebuilds this file instead of every generated megakernel.
 
 #include <cstdlib>
+#include <limits>
 
 #include "runtime/megakernel/cuda_launch.h"
 
@@ -26,8 +27,9 @@ int env_int(const char* name, int lo, int hi, int fallback) {
 // projections. On an H200 (0f45db1) 4 to 12 stages gave steps within 2% of each other.
 constexpr int kDefaultRingStages = 4;
 int ring_stage_cap(int most) {
-  static const int cap = env_int("EVT_RING_STAGES", 1, most, kDefaultRingStages);
-  return cap;
+  // The variable is read once; the bound applies on each call, so no caller's `most` sticks.
+  static const int asked = env_int("EVT_RING_STAGES", 1, std::numeric_limits<int>::max(), 0);
+  return asked >= 1 && asked <= most ? asked : kDefaultRingStages;
 }
 
 // On an H200 (0f45db1) 0 and 256 ns gave the default's step times and longer sleeps only slower
