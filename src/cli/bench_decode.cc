@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command_exit.h"
+#include "cli/decode_batch.h"
 #include "cli/stats.h"
 #include "cli/write_json.h"
 #include "model/presets.h"
@@ -37,6 +38,7 @@ struct BenchDecodeArgs {
   std::string json_path;
   std::string commit;
   std::string trace_prefix;
+  std::string tuning;
 };
 
 #ifdef EVT_HAVE_CUDA
@@ -72,23 +74,6 @@ int64_t weight_bytes(const model::ModelConfig& c, int64_t batch) {
   return bytes;
 }
 
-// B sequences of `ctx` cached positions each, one new token per sequence; pages laid out
-// sequence after sequence. The cache holds whatever an earlier step left, which costs the same.
-model::StepBatch decode_batch(const model::ModelConfig& c, int64_t batch, int64_t ctx, int64_t page_size,
-                              std::mt19937& rng) {
-  model::StepBatch b;
-  const int64_t pages = ctx / page_size + 1;
-  b.pages_per_seq = pages;
-  for (int64_t s = 0; s < batch; ++s) {
-    b.ids.push_back(static_cast<int32_t>(rng() % static_cast<uint32_t>(c.vocab_size)));
-    b.positions.push_back(static_cast<int32_t>(ctx));
-    b.token_seq.push_back(static_cast<int32_t>(s));
-    b.logit_rows.push_back(static_cast<int32_t>(s));
-    for (int64_t p = 0; p < pages; ++p) b.block_table.push_back(static_cast<int32_t>(s * pages + p));
-  }
-  return b;
-}
-
 void run_bench_decode(const BenchDecodeArgs& a) {
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) fail(kUsage, "bench decode needs a CUDA device");
@@ -99,6 +84,12 @@ void run_bench_decode(const BenchDecodeArgs& a) {
   nlohmann::json results = nlohmann::json::array();
   fmt::print("{:<14} {:>4} {:>6} {:<20} {:>9} {:>9} {:>8}\n", "model", "B", "ctx", "exec", "ms/step", "floor ms",
              "x floor");
+  std::shared_ptr<const model::TuningTable> tuning;
+  if (!a.tuning.empty()) {
+    auto table = model::load_tuning_table(a.tuning);
+    if (!table.ok()) fail(kUsage, "--tuning " + table.status().message());
+    tuning = std::make_shared<const model::TuningTable>(std::move(*table));
+  }
   std::mt19937 rng(1);
   for (const std::string& preset : a.presets) {
     auto config = model::preset_config(preset);
@@ -115,6 +106,7 @@ void run_bench_decode(const BenchDecodeArgs& a) {
       o.max_context = (max_ctx / page_size + 1) * page_size;
       auto decoder = model::make_cuda_decoder_random(*config, 0, o);
       if (!decoder.ok()) fail(kFailed, fmt::format("{} {}: {}", preset, exec_text, decoder.status().message()));
+      if (const Status s = (*decoder)->set_tuning(tuning); !s.ok()) fail(kUsage, fmt::format("--tuning {}, {}: {}", a.tuning, preset, s.message()));
       const model::ModelConfig& c = (*decoder)->config();
       for (int64_t batch : a.batches) {
         for (int64_t ctx : a.contexts) {
@@ -148,7 +140,8 @@ void run_bench_decode(const BenchDecodeArgs& a) {
                              {"latency_over_floor", step_ms / floor_ms},
                              {"weight_bytes", read},
                              {"kv_bytes", kv_bytes},
-                             {"reps", a.reps}});
+                             {"reps", a.reps},
+                             {"tuning", a.tuning}});
         }
       }
     }
@@ -204,6 +197,10 @@ void add_bench_decode_command(CLI::App& bench) {
   cmd->add_option("--trace", o->trace_prefix,
                   "also write a Chrome trace (Perfetto) of one extra, untimed step per megakernel measurement, to "
                   "PREFIX-<model>-B<b>-ctx<c>-<exec>.json");
+  cmd->add_option("--tuning", o->tuning,
+                  "a tuning table written by `eventide tune` for the --preset's shapes (one preset): steps take its "
+                  "split counts instead of the built-in rules")
+      ->check(CLI::ExistingFile);
   cmd->callback([o] { run_bench_decode(*o); });
 }
 

@@ -81,9 +81,25 @@ void add_decoder_flags(CLI::App& cmd, DecoderFlags& f, const std::string& kv_pag
                  "KV cache takes")
       ->capture_default_str()
       ->check(CLI::Range(0.01, 0.95));
+  cmd.add_option("--tuning", f.tuning,
+                 "a tuning table written by `eventide tune` for this model's shapes: each step takes the QKV and KV "
+                 "split counts measured best for the nearest batch size and context instead of the built-in rules")
+      ->check(CLI::ExistingFile);
 }
 
-MadeDecoder make_decoder(const DecoderFlags& f, int64_t cpu_kv_pages, int64_t cuda_kv_pages) {
+namespace {
+
+// The decoder made, with the --tuning table when one was given.
+MadeDecoder tuned(MadeDecoder made, const DecoderFlags& f) {
+  if (f.tuning.empty()) return made;
+  auto table = model::load_tuning_table(f.tuning);
+  if (!table.ok()) fail(kUsage, "--tuning " + table.status().message());
+  const Status s = made.decoder->set_tuning(std::make_shared<const model::TuningTable>(std::move(*table)));
+  if (!s.ok()) fail(kUsage, fmt::format("--tuning {}: {}", f.tuning, s.message()));
+  return made;
+}
+
+MadeDecoder make_untuned_decoder(const DecoderFlags& f, int64_t cpu_kv_pages, int64_t cuda_kv_pages) {
   if (f.model_dir.empty() == !f.random_weights) fail(kUsage, "pass either --model DIR or --random-weights with --preset NAME");
   const auto exec = model::parse_exec(f.exec);
   if (!exec) fail(kUsage, fmt::format("--exec {}: expected one of {}", f.exec, model::exec_names()));
@@ -122,6 +138,12 @@ MadeDecoder make_decoder(const DecoderFlags& f, int64_t cpu_kv_pages, int64_t cu
 #else
   fail(kUsage, "this build has no CUDA backend");
 #endif
+}
+
+}  // namespace
+
+MadeDecoder make_decoder(const DecoderFlags& f, int64_t cpu_kv_pages, int64_t cuda_kv_pages) {
+  return tuned(make_untuned_decoder(f, cpu_kv_pages, cuda_kv_pages), f);
 }
 
 }  // namespace evt::cli

@@ -25,6 +25,7 @@ struct DecoderFlags {
   int64_t page_size = 16;
   int64_t kv_pages = 0;  // 0: the command's default
   double kv_fraction = 0.8;
+  std::string tuning;  // a tuning table (eventide tune), or empty
 };
 
 void add_decoder_flags(CLI::App& cmd, DecoderFlags& f, const std::string& kv_pages_default);

@@ -11,6 +11,7 @@
 #include "cli/graph_command.h"
 #include "cli/make_model_command.h"
 #include "cli/serve_command.h"
+#include "cli/tune_command.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"Eventide: an LLM inference engine whose forward step runs as one persistent megakernel,\n"
@@ -21,6 +22,7 @@ int main(int argc, char** argv) {
   evt::cli::add_make_model_command(app);
   evt::cli::add_generate_command(app);
   evt::cli::add_serve_command(app);
+  evt::cli::add_tune_command(app);
   CLI::App* bench = app.add_subcommand("bench", "Benchmarks, printed as a table and optionally written as JSON");
   bench->require_subcommand(1);
   evt::cli::add_bench_sched_command(*bench);

@@ -61,10 +61,11 @@ class CpuDecoder final : public Decoder {
   std::string describe() const override {
     return fmt::format("cpu {}, {} workers", exec_name(options_.exec), options_.workers);
   }
+  int tiling_workers() const override { return options_.workers; }
 
   Expected<StepOutput> step(const StepBatch& batch, bool want_logits) override {
     const ModelConfig& c = model_->config;
-    const Tiling tiling = default_tiling(c, batch.tokens(), batch.longest_context(), options_.workers);
+    const Tiling tiling = step_tiling(batch.tokens(), batch.longest_context());
     EVT_ASSIGN_OR_RETURN(StepPlan plan, plan_step(c, tiling, options_.kv, batch));
     const ModelWeights& w = model_->weights;
     const SampleInputs sampling = sample_inputs(batch);

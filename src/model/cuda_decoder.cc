@@ -140,6 +140,7 @@ class CudaDecoder final : public Decoder {
                        options_.kv.pages, options_.kv.page_size, options_.kv.pages * page_bytes() / 1e9);
   }
   DecoderStats stats() const override { return stats_; }
+  int tiling_workers() const override { return blocks(); }
 
   Status trace_next_step(const std::string& path) override {
     if (!is_megakernel(options_.exec)) {
@@ -154,7 +155,7 @@ class CudaDecoder final : public Decoder {
                         batch.tokens() <= options_.graph_buckets.back();
     const StepBatch& run = replay ? padded(batch) : batch;
     const int64_t longest = replay ? options_.max_context : run.longest_context();
-    const Tiling tiling = default_tiling(config_, run.tokens(), longest, blocks());
+    const Tiling tiling = step_tiling(run.tokens(), longest);
     EVT_ASSIGN_OR_RETURN(StepPlan plan, plan_step(config_, tiling, cache_geometry(), run));
     if (replay) plan.dims["KVS"] = ceil_div(options_.max_context, tiling.kv_split_len);
 

@@ -30,6 +30,20 @@ std::optional<Exec> parse_exec(std::string_view name) {
   return std::nullopt;
 }
 
+Status Decoder::set_tuning(std::shared_ptr<const TuningTable> table) {
+  if (table != nullptr && table->shapes != model_shapes(config())) {
+    return error("the tuning table was measured for a model of {}, but this one has {}", table->shapes,
+                 model_shapes(config()));
+  }
+  tuning_ = std::move(table);
+  return Status();
+}
+
+Tiling Decoder::step_tiling(int64_t tokens, int64_t longest_context) const {
+  return tuned_tiling(default_tiling(config(), tokens, longest_context, tiling_workers()), tuning_.get(), tokens,
+                      longest_context);
+}
+
 std::string exec_names() {
   std::string s;
   for (const auto& [exec, name] : kExecNames) s += (s.empty() ? "" : ", ") + std::string(name);

@@ -3,6 +3,7 @@
 // (cpu_decoder.h) and the CUDA backend (cuda_decoder.h). It owns the KV cache; the caller owns
 // the page pool and says in each StepBatch which pages a sequence holds.
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -10,6 +11,7 @@
 
 #include "model/config.h"
 #include "model/decode_plan.h"
+#include "model/tuning_table.h"
 #include "util/status.h"
 
 namespace evt::model {
@@ -61,6 +63,21 @@ class Decoder {
     (void)path;
     return error("{}: no per-task trace for this backend", describe());
   }
+
+  // Steps take their splits from `table` (eventide tune) where it has an entry, instead of
+  // default_tiling()'s rules; null goes back to the rules. Fails, naming both, when the table was
+  // measured for other model shapes.
+  Status set_tuning(std::shared_ptr<const TuningTable> table);
+  // The tiling of a step of `tokens` tokens whose longest context is `longest_context`:
+  // default_tiling()'s for this backend's workers, with the tuning table's splits.
+  Tiling step_tiling(int64_t tokens, int64_t longest_context) const;
+
+ protected:
+  // The SMs or threads default_tiling() fills.
+  virtual int tiling_workers() const { return 1; }
+
+ private:
+  std::shared_ptr<const TuningTable> tuning_;
 };
 
 }  // namespace evt::model

@@ -172,6 +172,43 @@ TEST(CliGenerate, BadInputIsRefusedByName) {
   }
 }
 
+// eventide tune on the CPU backend (wall time): a table with an entry per (batch, context) that
+// generate then takes, and refuses for another model's shapes or when malformed.
+TEST(CliTune, WritesATableThatGenerateTakesForTheSameShapesOnly) {
+  const std::string table = ::testing::TempDir() + "/eventide_tune_" + std::to_string(getpid()) + ".json";
+  const CliResult tune = run_eventide("tune --device cpu --model " + fixture("qwen3-tiny") +
+                                      " --batch 1,2 --ctx 40 --reps 1 --warmup 0 --out " + table);
+  ASSERT_EQ(tune.exit_code, 0) << tune.output;
+  EXPECT_NE(tune.output.find("wrote " + table), std::string::npos) << tune.output;
+  std::ifstream in(table);
+  const nlohmann::json j = nlohmann::json::parse(in);
+  ASSERT_EQ(j["entries"].size(), 2u) << j.dump();
+  for (const auto& e : j["entries"]) {
+    EXPECT_EQ(e["context"], 41) << j.dump();
+    EXPECT_GE(e["qkv_splits"].get<int>(), 1) << j.dump();
+    EXPECT_GE(e["kv_splits"].get<int>(), 1) << j.dump();
+    EXPECT_LE(e["ms"].get<double>(), e["default_ms"].get<double>()) << j.dump();
+  }
+
+  const CliResult tuned = run_eventide("generate --device cpu --model " + fixture("qwen3-tiny") +
+                                       " --prompt-ids 165 --max-tokens 4 --tuning " + table);
+  ASSERT_EQ(tuned.exit_code, 0) << tuned.output;
+  EXPECT_EQ(token_line(tuned.output, 0), "prompt 0 (1 tokens) -> 165,165,165,165") << tuned.output;
+
+  const CliResult other = run_eventide("generate --device cpu --model " + fixture("llama-tiny") +
+                                       " --prompt-ids 1 --max-tokens 1 --tuning " + table);
+  EXPECT_EQ(other.exit_code, 2) << other.output;
+  EXPECT_NE(other.output.find("--tuning " + table + ": the tuning table was measured for a model of"),
+            std::string::npos)
+      << other.output;
+
+  std::ofstream(table) << R"({"shapes": "x", "device": "d", "exec": "e", "entries": [{"tokens": 1}]})";
+  const CliResult bad = run_eventide("generate --device cpu --model " + fixture("qwen3-tiny") +
+                                     " --prompt-ids 1 --max-tokens 1 --tuning " + table);
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find(table + ": entry 0: \"context\" must be an integer"), std::string::npos) << bad.output;
+}
+
 // A text prompt goes through the fixture's tokenizer.json (11 ids, as `tokenizers` encodes it), and
 // the new tokens come back as text: qwen3-tiny repeats the last prompt token, ":".
 TEST(CliGenerate, TextPromptPrintsText) {
