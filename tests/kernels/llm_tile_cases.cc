@@ -691,7 +691,9 @@ std::vector<CaseSpec> make_specs() {
                                                      {97, 4, 8, 2, 3, 150, 64, 1, 1, 2},
                                                      // groups of 2 and 3 (the body for 4, part idle)
                                                      {5, 2, 6, 3, 4, 60, 16, 0, 1, 2},
-                                                     {2, 1, 6, 2, 2, 33, 8, 1, 0, 1}}) {
+                                                     {2, 1, 6, 2, 2, 33, 8, 1, 0, 1},
+                                                     // splits over more pages than a warp has lanes
+                                                     {3, 2, 8, 2, 2, 150, 80, 0, 1, 2}}) {
       CaseSpec s = spec(d == 64 ? "decode_attention_d64" : "decode_attention_d128");
       s.tokens = a.t, s.seqs = a.seqs, s.heads = a.heads, s.kv_heads = a.kv_heads, s.head_dim = d;
       s.page_size = a.page, s.max_context = a.context, s.kv_split = a.split, s.kv_extra_splits = a.extra;
@@ -731,10 +733,14 @@ std::vector<CaseSpec> make_specs() {
   };
   // Intermediate sizes are multiples of 8: check_decodable (model/decode_plan.cc) rejects others,
   // since the staged activations are loaded 8 at a time. Tiles of 1 to 25 weight groups (gate/up
-  // groups hold 8 outputs); past 16 a warp owns two groups.
+  // groups hold 8 outputs); past 15 a warp owns two groups.
   for (const char* row : {"gate_up_silu", "down_proj"}) {
     for (const Proj& p : std::vector<Proj>{
-             {1, 8, 8, 16, 0}, {3, 24, 40, 16, 1}, {17, 136, 200, 32, 2}, {97, 24, 200, 48, 1}, {2, 40, 400, 208, 1}}) {
+             {1, 8, 8, 16, 0}, {3, 24, 40, 16, 1}, {17, 136, 200, 32, 2}, {97, 24, 200, 48, 1}, {2, 40, 400, 208, 1},
+             // 40 tokens over tiles of 26 groups (gate/up: warps own two) and 13 (down)
+             {40, 40, 400, 208, 0},
+             // 64 tokens over a Qwen3-8B width: down's staged rows take many segments a pass
+             {64, 32, 12288, 32, 1}}) {
       CaseSpec s = spec(row);
       s.tokens = p.t, s.hidden = p.h, s.inter = p.inter, s.rows = p.rows, s.layer = p.layer;
       add(s);
@@ -748,7 +754,8 @@ std::vector<CaseSpec> make_specs() {
                                              {3, 2, 24, 200, 16, 2},
                                              {17, 5, 136, 97, 32, 3},
                                              {97, 97, 24, 200, 48, 2},
-                                             {3, 2, 40, 1000, 384, 3}}) {
+                                             {3, 2, 40, 1000, 384, 3},
+                                             {40, 40, 40, 1000, 384, 2}}) {  // 24 groups a tile, 40 sequences
     CaseSpec s = spec("lm_head");
     s.tokens = m.t, s.seqs = m.seqs, s.hidden = m.h, s.vocab = m.v, s.rows = m.rows, s.layers = m.layers;
     add(s);
