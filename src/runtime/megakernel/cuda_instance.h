@@ -23,6 +23,16 @@ inline Status cuda_status(cudaError_t e, const char* what) {
 }
 #define EVT_CUDA_RETURN(call) EVT_RETURN_IF_ERROR(::evt::mk::cuda_status((call), #call))
 
+// Zeroes device memory before later work on any stream can touch it. cudaMemset runs on the
+// legacy default stream, which the non-blocking streams that steps and launches use are not
+// ordered after: a step's input copy on its own stream could land first and then be zeroed. (At
+// Qwen3-8B B = 64 steps failed with an illegal address that fits this: the KV append read a page
+// size of 0 from cfg, in the first steps after the input buffer grew.)
+inline cudaError_t zero_now(void* data, size_t bytes) {
+  const cudaError_t e = cudaMemset(data, 0, bytes);
+  return e != cudaSuccess ? e : cudaDeviceSynchronize();
+}
+
 // Zero-initialized device words, freed on destruction.
 class DeviceWords {
  public:
@@ -43,7 +53,7 @@ class DeviceWords {
     data_ = nullptr;
     size_ = 0;
     EVT_CUDA_RETURN(cudaMalloc(&data_, n * sizeof(uint64_t)));
-    EVT_CUDA_RETURN(cudaMemset(data_, 0, n * sizeof(uint64_t)));
+    EVT_CUDA_RETURN(zero_now(data_, n * sizeof(uint64_t)));
     size_ = n;
     return Status();
   }
@@ -171,7 +181,7 @@ class CudaMegakernel {
     }
     if (s.abort != 0) {
       // A failed launch leaves its arena dirty: clean it, since graphs replay into the same one.
-      EVT_CUDA_RETURN(cudaMemset(l.args.state, 0, sizeof(SchedulerState)));
+      EVT_CUDA_RETURN(zero_now(l.args.state, sizeof(SchedulerState)));
       return Status::error(describe_failure<MK>(s.error));
     }
     return check_dynamic_completion<MK>(l.params, l.options.schedule, l.blocks, s, [&](int e) {
