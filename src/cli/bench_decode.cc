@@ -12,7 +12,6 @@
 
 #include "cli/command_exit.h"
 #include "cli/decode_batch.h"
-#include "cli/stats.h"
 #include "cli/write_json.h"
 #include "model/presets.h"
 #include "model/weights.h"
@@ -106,18 +105,15 @@ void run_bench_decode(const BenchDecodeArgs& a) {
       o.max_context = (max_ctx / page_size + 1) * page_size;
       auto decoder = model::make_cuda_decoder_random(*config, 0, o);
       if (!decoder.ok()) fail(kFailed, fmt::format("{} {}: {}", preset, exec_text, decoder.status().message()));
-      if (const Status s = (*decoder)->set_tuning(tuning); !s.ok()) fail(kUsage, fmt::format("--tuning {}, {}: {}", a.tuning, preset, s.message()));
+      if (const Status s = (*decoder)->set_tuning(tuning); !s.ok()) {
+        fail(kUsage, fmt::format("--tuning {}, {}: {}", a.tuning, preset, s.message()));
+      }
       const model::ModelConfig& c = (*decoder)->config();
       for (int64_t batch : a.batches) {
         for (int64_t ctx : a.contexts) {
           const model::StepBatch step = decode_batch(c, batch, ctx, page_size, rng);
-          std::vector<double> ms;
-          for (int r = -a.warmup; r < a.reps; ++r) {
-            auto out = (*decoder)->step(step, false);
-            if (!out.ok()) fail(kFailed, fmt::format("{} {} B={} ctx={}: {}", preset, exec_text, batch, ctx,
-                                                     out.status().message()));
-            if (r >= 0) ms.push_back(out->device_ms);
-          }
+          const double step_ms = median_step_ms(**decoder, step, a.warmup, a.reps,
+                                                fmt::format("{} {} B={} ctx={}", preset, exec_text, batch, ctx));
           if (!a.trace_prefix.empty() && model::is_megakernel(*exec)) {
             // One more step, traced and untimed (recording costs time).
             const std::string file = fmt::format("{}-{}-B{}-ctx{}-{}.json", a.trace_prefix, preset, batch, ctx, exec_text);
@@ -128,7 +124,6 @@ void run_bench_decode(const BenchDecodeArgs& a) {
           const int64_t kv_bytes = batch * (ctx + 1) * c.num_layers * 2 * c.num_kv_heads * c.head_dim * 2;
           const int64_t read = weight_bytes(c, batch);
           const double floor_ms = static_cast<double>(read + kv_bytes) / (tbps * 1e12) * 1e3;
-          const double step_ms = median(ms);
           fmt::print("{:<14} {:>4} {:>6} {:<20} {:>9.3f} {:>9.3f} {:>8.2f}\n", preset, batch, ctx, exec_text, step_ms,
                      floor_ms, step_ms / floor_ms);
           results.push_back({{"model", preset},

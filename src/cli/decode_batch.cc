@@ -1,5 +1,13 @@
 #include "cli/decode_batch.h"
 
+#include <fmt/format.h>
+
+#include <chrono>
+#include <vector>
+
+#include "cli/command_exit.h"
+#include "cli/stats.h"
+
 namespace evt::cli {
 
 model::StepBatch decode_batch(const model::ModelConfig& c, int64_t batch, int64_t ctx, int64_t page_size,
@@ -15,6 +23,18 @@ model::StepBatch decode_batch(const model::ModelConfig& c, int64_t batch, int64_
     for (int64_t p = 0; p < pages; ++p) b.block_table.push_back(static_cast<int32_t>(s * pages + p));
   }
   return b;
+}
+
+double median_step_ms(model::Decoder& d, const model::StepBatch& batch, int warmup, int reps, const std::string& what) {
+  std::vector<double> ms;
+  for (int r = -warmup; r < reps; ++r) {
+    const auto start = std::chrono::steady_clock::now();
+    auto out = d.step(batch, false);
+    if (!out.ok()) fail(kFailed, fmt::format("{}: {}", what, out.status().message()));
+    const double wall = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    if (r >= 0) ms.push_back(out->device_ms > 0 ? out->device_ms : wall);
+  }
+  return median(ms);
 }
 
 }  // namespace evt::cli

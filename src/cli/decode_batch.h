@@ -1,11 +1,13 @@
 #pragma once
-// The synthetic decode steps the benchmarks and the tuner time.
+// The synthetic decode steps the benchmarks and the tuner time, and how they time them.
 
 #include <cstdint>
 #include <random>
+#include <string>
 
 #include "model/config.h"
 #include "model/decode_plan.h"
+#include "model/decoder.h"
 
 namespace evt::cli {
 
@@ -14,5 +16,10 @@ namespace evt::cli {
 // whatever an earlier step left, which costs the same.
 model::StepBatch decode_batch(const model::ModelConfig& c, int64_t batch, int64_t ctx, int64_t page_size,
                               std::mt19937& rng);
+
+// The median of `reps` steps of `batch` after `warmup` untimed ones: each step's device time on
+// the GPU, its wall time on the CPU (whose steps report none). A failed step fails the command,
+// its message after `what`.
+double median_step_ms(model::Decoder& d, const model::StepBatch& batch, int warmup, int reps, const std::string& what);
 
 }  // namespace evt::cli

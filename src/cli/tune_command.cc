@@ -3,14 +3,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <chrono>
 #include <memory>
 #include <random>
 
 #include "cli/command_exit.h"
 #include "cli/decode_batch.h"
 #include "cli/decoder_flags.h"
-#include "cli/stats.h"
 #include "model/tuning_table.h"
 #include "util/int_math.h"
 
@@ -26,20 +24,6 @@ struct TuneArgs {
   int warmup = 3;
   std::string out;
 };
-
-// The median of `reps` steps after `warmup` untimed ones: device time on the GPU, wall time on
-// the CPU (whose steps report none).
-double time_steps(model::Decoder& d, const model::StepBatch& b, const TuneArgs& a, const std::string& what) {
-  std::vector<double> ms;
-  for (int r = -a.warmup; r < a.reps; ++r) {
-    const auto start = std::chrono::steady_clock::now();
-    auto out = d.step(b, false);
-    if (!out.ok()) fail(kFailed, fmt::format("{}: {}", what, out.status().message()));
-    const double wall = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    if (r >= 0) ms.push_back(out->device_ms > 0 ? out->device_ms : wall);
-  }
-  return median(ms);
-}
 
 // 1, 2, 4, ... up to `most`, and `also` (the default) among them.
 std::vector<int64_t> split_candidates(int64_t most, int64_t also) {
@@ -61,7 +45,7 @@ model::TunedTiling tune_one(model::Decoder& d, const model::StepBatch& b, const 
   if (!d.set_tuning(nullptr).ok()) fail(kFailed, "cannot clear the tuning table");
   const model::Tiling base = d.step_tiling(tokens, context);
   model::TunedTiling best{tokens, context, base.qkv_splits, ceil_div(context, base.kv_split_len), 0, 0};
-  best.default_ms = best.ms = time_steps(d, b, a, shape + ", default splits");
+  best.default_ms = best.ms = median_step_ms(d, b, a.warmup, a.reps, shape + ", default splits");
   fmt::print("{:>5} {:>7} {:>10} {:>9} {:>9.3f}  (default)\n", tokens, context, best.qkv_splits, best.kv_splits,
              best.ms);
   const auto measure = [&](int64_t qkv, int64_t kv) {
@@ -70,7 +54,8 @@ model::TunedTiling tune_one(model::Decoder& d, const model::StepBatch& b, const 
     table->shapes = model::model_shapes(c);
     table->entries.push_back({tokens, context, qkv, kv, 0, 0});
     if (const Status s = d.set_tuning(table); !s.ok()) fail(kFailed, s.message());
-    const double ms = time_steps(d, b, a, fmt::format("{}, {} QKV splits, {} KV splits", shape, qkv, kv));
+    const double ms =
+        median_step_ms(d, b, a.warmup, a.reps, fmt::format("{}, {} QKV splits, {} KV splits", shape, qkv, kv));
     fmt::print("{:>5} {:>7} {:>10} {:>9} {:>9.3f}\n", tokens, context, qkv, kv, ms);
     if (ms < best.ms) best.qkv_splits = qkv, best.kv_splits = kv, best.ms = ms;
   };
@@ -83,6 +68,8 @@ model::TunedTiling tune_one(model::Decoder& d, const model::StepBatch& b, const 
 }
 
 void run_tune(const TuneArgs& a) {
+  // Every candidate replaces the decoder's table, so a --tuning table would be measured nowhere.
+  if (!a.decoder.tuning.empty()) fail(kUsage, "--tuning: tune measures split counts itself and writes its own table");
   const int64_t most_batch = *std::max_element(a.batches.begin(), a.batches.end());
   const int64_t most_ctx = *std::max_element(a.contexts.begin(), a.contexts.end());
   const int64_t pages = most_batch * (most_ctx / a.decoder.page_size + 1);

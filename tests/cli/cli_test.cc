@@ -202,6 +202,11 @@ TEST(CliTune, WritesATableThatGenerateTakesForTheSameShapesOnly) {
             std::string::npos)
       << other.output;
 
+  const CliResult retune = run_eventide("tune --device cpu --model " + fixture("qwen3-tiny") +
+                                        " --batch 1 --ctx 8 --out " + table + ".2 --tuning " + table);
+  EXPECT_EQ(retune.exit_code, 2) << retune.output;
+  EXPECT_NE(retune.output.find("--tuning: tune measures split counts itself"), std::string::npos) << retune.output;
+
   std::ofstream(table) << R"({"shapes": "x", "device": "d", "exec": "e", "entries": [{"tokens": 1}]})";
   const CliResult bad = run_eventide("generate --device cpu --model " + fixture("qwen3-tiny") +
                                      " --prompt-ids 1 --max-tokens 1 --tuning " + table);
