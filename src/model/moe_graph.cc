@@ -16,9 +16,9 @@ namespace {
 // expert's ACTX, which releases that expert's down tiles, and moe_plan sets how many tiles each
 // count waits for. Tiles of experts no token chose are never released (the static schedule
 // skips them). The edges keep their layer (ir::layer_offset), so the groups are ordered layer by
-// layer rather than as wholes, which would close a cycle through the layer chain. moe_topk is not
-// inline: an inline group's tasks go to the worker whose notification released them, and RLOG
-// releases all T of a layer's at once, more than a worker's inline queue holds in a prefill step.
+// layer rather than as wholes, which would close a cycle through the layer chain. moe_plan routes
+// every token of the layer itself (top-k in shared memory) rather than after a task per token:
+// the hand-off between them cost more than the routing.
 constexpr const char* kMoeBlock = R"evt(
 XE = dim()      # experts of a sparse layer (a dense layer is one)
 XK = dim()      # route slots per token: top-k
@@ -42,7 +42,6 @@ act_s = buffer((T*XK, XI), f32)
 y_s = buffer((T*XK, H), f32)
 
 RLOG = event((L,), wait_count=NR)
-ROUTED = event((L,), wait_count=T)
 PLANNED = event((L,), wait_count=1)
 EXP = event((L, XE), wait_count=1)          # expert e's gate/up tiles may run
 ACTX = event((L, XE), wait_count=runtime)   # expert e's activations: its gate/up tiles (moe_plan sets)
@@ -50,11 +49,9 @@ DONE = event((L,), wait_count=runtime)      # every down tile of the layer (moe_
 
 moe_router = call_device(moe_router, tiles=(L, NR), reads=(cfg, wtab, x_mid), writes=(router_logits,),
                          in_edges={MID: "ln->l"}, out_edges={RLOG: "ln->l"}, layered=true)
-moe_topk = call_device(moe_topk, tiles=(L, T), reads=(cfg, wtab, router_logits), writes=(route_ids, route_w),
-                       in_edges={RLOG: "lt->l"}, out_edges={ROUTED: "lt->l"}, layered=true)
-moe_plan = call_device(moe_plan, tiles=(L,), reads=(cfg, wtab, x_mid, route_ids, route_w),
-                       writes=(exp_indptr, perm, sorted_w, pos, gu_ptr, dn_ptr, tile_expert),
-                       in_edges={ROUTED: "l->l"}, out_edges={PLANNED: "l->l", EXP: "l->(l, :)"}, sets=(ACTX, DONE),
+moe_plan = call_device(moe_plan, tiles=(L,), reads=(cfg, wtab, x_mid, router_logits),
+                       writes=(route_ids, route_w, exp_indptr, perm, sorted_w, pos, gu_ptr, dn_ptr, tile_expert),
+                       in_edges={RLOG: "l->l"}, out_edges={PLANNED: "l->l", EXP: "l->(l, :)"}, sets=(ACTX, DONE),
                        layered=true)
 # PLANNED first: a static task reads gu_ptr (dn_ptr) to find the element that releases it.
 moe_gate_up = call_device(moe_expert_gate_up, tiles=(L, MAXGU), reads=(cfg, wtab, x_mid, exp_indptr, perm, gu_ptr),

@@ -14,7 +14,6 @@
 #include "kernels/llm/moe_expert_gate_up.h"
 #include "kernels/llm/moe_plan.h"
 #include "kernels/llm/moe_router.h"
-#include "kernels/llm/moe_topk.h"
 #include "kernels/llm/o_proj.h"
 #include "kernels/llm/qkv_finish.h"
 #include "kernels/llm/qkv_proj.h"

@@ -14,7 +14,7 @@ namespace evt::testing::llm {
 // One launch of a body: its buffers in the row's order, and the box of tiles it runs,
 // first[k] + [0, extent[k]) for k < rank.
 struct TileLaunch {
-  static constexpr int kMaxBuffers = 8;
+  static constexpr int kMaxBuffers = 12;  // moe_plan writes 9
   static constexpr int kMaxRank = 4;
   kernels::DevBuffer reads[kMaxBuffers];
   kernels::DevBuffer writes[kMaxBuffers];

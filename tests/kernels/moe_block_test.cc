@@ -7,13 +7,14 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include "kernels/llm/moe_combine_residual.h"
 #include "kernels/llm/moe_expert_down.h"
 #include "kernels/llm/moe_expert_gate_up.h"
 #include "kernels/llm/moe_layout.h"
 #include "kernels/llm/moe_plan.h"
 #include "kernels/llm/moe_router.h"
-#include "kernels/llm/moe_topk.h"
 #include "kernels/moe_block_case.h"
 #include "kernels/tile_body.h"
 
@@ -24,8 +25,7 @@ namespace {
 const std::map<std::string, CpuTileFn>& cpu_bodies() {
   static const std::map<std::string, CpuTileFn> kBodies = {
       {"moe_router", &run_body_on_cpu<&moe_router_body<SerialBlock>, 3, 1>},
-      {"moe_topk", &run_body_on_cpu<&moe_topk_body<SerialBlock>, 3, 2>},
-      {"moe_plan", &run_body_on_cpu<&moe_plan_body<SerialBlock>, 5, 7>},
+      {"moe_plan", &run_body_on_cpu<&moe_plan_body<SerialBlock>, 4, 9>},
       {"moe_expert_gate_up", &run_body_on_cpu<&moe_expert_gate_up_body<SerialBlock>, 6, 1>},
       {"moe_expert_down", &run_body_on_cpu<&moe_expert_down_body<SerialBlock>, 6, 1>},
       {"moe_combine_residual", &run_body_on_cpu<&moe_combine_residual_body<SerialBlock>, 4, 1>},
@@ -83,18 +83,80 @@ TEST_F(MoeBlock, BodiesMatchReferencesStageByStage) {
   EXPECT_EQ(gu[2 * (kE + 1) - 1], routed * 3);
 }
 
+// The named buffers as a body reads them.
+std::vector<DevBuffer> dev_buffers(Buffers& bufs, const std::vector<std::string>& names) {
+  std::vector<DevBuffer> out;
+  for (const std::string& name : names) {
+    const BufferView v = bufs.all.at(name).view();
+    DevBuffer d{.data = v.data, .rank = static_cast<int>(v.shape.size()), .numel = v.numel};
+    for (size_t k = 0; k < v.shape.size(); ++k) d.shape[k] = v.shape[k];
+    out.push_back(d);
+  }
+  return out;
+}
+
+// The host's one-thread block with only `bytes` of scratch.
+class SmallScratchBlock : public SerialBlock {
+ public:
+  SmallScratchBlock(WaitCountSetter* setter, int64_t bytes) : SerialBlock(setter), bytes_(bytes) {}
+  Scratch scratch() const { return Scratch{SerialBlock::scratch().data, bytes_}; }
+
+ private:
+  int64_t bytes_;
+};
+
+TEST_F(MoeBlock, PlanInTheLeastScratchRoutesAndPlacesInChunks) {
+  // 16 tokens, 32 (token, slot) rows: in the least scratch the body routes one token at a time
+  // and places 10 rows at a time.
+  constexpr int64_t kTokens = 16;
+  Buffers bufs;
+  bufs.all["cfg"] = b.all.at("cfg");
+  bufs.all["wtab"] = b.all.at("wtab");
+  bufs.add("x_mid", {kTokens, kH}, 'f');
+  std::vector<float>& logits = bufs.add("router_logits", {kTokens, kE}, 'f').f32;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> d(0, 1);
+  for (float& v : logits) v = d(rng);
+  logits[kE + 1] = logits[kE + 2] = 9;  // token 1: its two best tie, and go in index order
+  bufs.add("route_ids", {kTokens, kXK}, 'i');
+  bufs.add("route_w", {kTokens, kXK}, 'f');
+  bufs.add("exp_indptr", {kE + 1}, 'i');
+  bufs.add("perm", {kTokens * kXK}, 'i');
+  bufs.add("sorted_w", {kTokens * kXK}, 'f');
+  bufs.add("pos", {kTokens, kXK}, 'i');
+  bufs.add("gu_ptr", {2, kE + 1}, 'i');
+  bufs.add("dn_ptr", {2, kE + 1}, 'i');
+  bufs.add("tile_expert", {2, kMaxGu}, 'i');  // 6 routed experts x 3 tiles
+  const std::vector<std::string> reads = {"cfg", "wtab", "x_mid", "router_logits"};
+  const int64_t bytes = moe_plan_scratch_bytes(kE, kK);
+  ASSERT_LT(bytes - moe_plan_table_bytes(kE), kTokens * kXK * 8) << "one chunk of rows would hold them all";
+  for (int64_t l : {0, 1}) {
+    SCOPED_TRACE("layer " + std::to_string(l));
+    bufs.poison(kPlanWrites);
+    Counts want_counts, got_counts;
+    const std::vector<BufferView> rv = bufs.views(reads), wv = bufs.views(kPlanWrites);
+    const int64_t tile[1] = {l};
+    Registry::builtins().find("moe_plan")->cpu(
+        TileArgs{.tile = std::span<const int64_t>(tile, 1), .reads = rv, .writes = wv, .wait_counts = &want_counts});
+    const Buffers want = bufs;
+    bufs.poison(kPlanWrites);
+    const std::vector<DevBuffer> r = dev_buffers(bufs, reads), w = dev_buffers(bufs, kPlanWrites);
+    moe_plan_body(SmallScratchBlock(&got_counts, bytes), tile, r.data(), w.data());
+    for (const std::string& name : kPlanWrites) {
+      EXPECT_EQ(bufs.all.at(name).i32, want.all.at(name).i32) << name;
+      EXPECT_EQ(bufs.all.at(name).f32, want.all.at(name).f32) << name;
+    }
+    EXPECT_EQ(got_counts.set, want_counts.set);
+  }
+  EXPECT_EQ(bufs.all.at("route_ids").i32[kXK], 1);
+  EXPECT_EQ(bufs.all.at("route_ids").i32[kXK + 1], 2);
+}
+
 TEST_F(MoeBlock, UnreleasedTilesAndDenseRoutersStreamNothing) {
   b.all.at("gu_ptr").i32 = {0, 5, 5, 5, 5, 5, 5, 0, 3, 3, 6, 6, 6, 6};
   b.all.at("exp_indptr").i32 = {0, 4, 4, 7, 7, 7, 7};
-  const std::vector<std::string> reads = {"cfg", "wtab", "x_mid", "exp_indptr", "perm", "gu_ptr"};
-  std::vector<DevBuffer> r(reads.size()), w(1);
-  for (size_t i = 0; i < reads.size(); ++i) {
-    const BufferView v = b.all.at(reads[i]).view();
-    r[i] = DevBuffer{.data = v.data, .rank = static_cast<int>(v.shape.size()), .numel = v.numel};
-    for (size_t k = 0; k < v.shape.size(); ++k) r[i].shape[k] = v.shape[k];
-  }
-  const BufferView act = b.all.at("act_s").view();
-  w[0] = DevBuffer{.data = act.data, .shape = {kR, kXI}, .rank = 2, .numel = act.numel};
+  const std::vector<DevBuffer> r = dev_buffers(b, {"cfg", "wtab", "x_mid", "exp_indptr", "perm", "gu_ptr"});
+  std::vector<DevBuffer> w = dev_buffers(b, {"act_s"});
   const SerialBlock block(nullptr);
   const int64_t released[2] = {1, 5}, unreleased[2] = {1, 6}, dense[2] = {0, 0};
   const WeightStream s = moe_expert_gate_up_stream(block, released, r.data(), w.data());
@@ -113,11 +175,9 @@ TEST_F(MoeBlock, ChainEqualsPhaseOneBlock) {
   for (int64_t l : {0, 1}) {
     SCOPED_TRACE("layer " + std::to_string(l));
     run(cpu("moe_router"), l, 1, {"cfg", "wtab", "x_mid"}, {"router_logits"});
-    run(cpu("moe_topk"), l, kT, {"cfg", "wtab", "router_logits"}, {"route_ids", "route_w"});
+    run(cpu("moe_plan"), l, 0, {"cfg", "wtab", "x_mid", "router_logits"}, kPlanWrites);
     const std::vector<int32_t> ids2 = b.all.at("route_ids").i32;
     const std::vector<float> w2 = b.all.at("route_w").f32;
-    run(cpu("moe_plan"), l, 0, {"cfg", "wtab", "x_mid", "route_ids", "route_w"},
-        {"exp_indptr", "perm", "sorted_w", "pos", "gu_ptr", "dn_ptr", "tile_expert"});
     run(cpu("moe_expert_gate_up"), l, kMaxGu, {"cfg", "wtab", "x_mid", "exp_indptr", "perm", "gu_ptr"}, {"act_s"});
     run(cpu("moe_expert_down"), l, kMaxDn, {"cfg", "wtab", "act_s", "exp_indptr", "sorted_w", "dn_ptr"}, {"y_s"});
     run(cpu("moe_combine_residual"), l, kNH, {"cfg", "y_s", "pos", "x_mid"}, {"x"});

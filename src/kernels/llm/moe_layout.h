@@ -19,10 +19,10 @@
 
 namespace evt::kernels::llm {
 
-// The most experts a sparse layer may have: moe_plan's body counts them in registers' worth of
-// local arrays (Qwen3-MoE models have 128).
+// The most experts a sparse layer may have, and a token be routed to: bounds loading checks, so
+// that moe_plan's tables and one token's routing stay a few KiB of scratch (Qwen3-MoE models have
+// 128 experts and top-8).
 inline constexpr int64_t kMaxMoeExperts = 256;
-// The most experts a token is routed to (moe_topk keeps them in registers).
 inline constexpr int64_t kMaxMoeTopK = 16;
 
 // Output rows per gate/up and per down tile of a layer's experts: a sparse layer's are tiled so that
