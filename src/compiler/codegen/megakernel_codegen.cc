@@ -970,8 +970,9 @@ EVT_HD inline int wait_event(W& w, const Params& p, const mk::LaunchArgs& a, int
   }
   return mk::wait_arrivals(w, a, p.counters[e] + x, target, group, t, rank, e, x, help);
 }
-// Notify (leader): one arrival; when the ready queue runs some consumers, the last arrival fires
-// the element.
+// Notify (leader): one arrival, a relaxed add after the release fence the task's notify issued
+// once for all its elements; when the ready queue runs some consumers, the last arrival fires the
+// element (and whoever runs a consumer acquires: its wait's load, or the inline run's fence).
 template <class W, mk::Schedule kS>
 EVT_HD inline bool notify_event(W& w, const Params& p, const mk::LaunchArgs& a, int e, int64_t x, int group,
                                 const int64_t* t, int rank) {
@@ -979,14 +980,14 @@ EVT_HD inline bool notify_event(W& w, const Params& p, const mk::LaunchArgs& a, 
     // Nothing to release: a fire-and-forget add; the waiter checks for too many arrivals. Except
     // that the notification completing an element an inline group awaits runs that group next.
     if (kS == mk::kKernels || !event_inline(e)) {
-      w.fetch_add_release(p.counters[e] + x, 1);
+      w.fetch_add_relaxed(p.counters[e] + x, 1);
       return true;
     }
-    const uint64_t got = mk::arrive(w, p.counters[e] + x);
+    const uint64_t got = w.fetch_add_relaxed(p.counters[e] + x, 1) + 1;
     if (got == p.wait_count[e]) fire<W, kS>(w, p, a, e, x, true, false);
     return true;
   } else {
-    const uint64_t got = mk::arrive(w, p.counters[e] + x);
+    const uint64_t got = w.fetch_add_relaxed(p.counters[e] + x, 1) + 1;
     uint64_t target = p.wait_count[e];
     if (p.targets[e]) {
       // The verifier ordered the setter before every notifier, so the count is set (as count + 1).
@@ -1221,6 +1222,7 @@ void Emitter::emit_group_code(size_t gi) {
        "const int64_t* t) {");
   line("(void)w; (void)p; (void)a; (void)r; (void)t;");
   open("if constexpr (kS != mk::kKernels) {  // kernel boundaries synchronize the kernels mode");
+  if (!group.out_edges.empty()) line("w.fence_release();  // publishes the block's writes to every element below");
   for (const auto& out : group.out_edges) {
     edge_comment("out-edge", out);
     emit_edge_elements(out, static_cast<int>(gi),

@@ -31,6 +31,10 @@ class CpuWorker {
   uint64_t fetch_add_release(uint64_t* p, uint64_t v) const {
     return std::atomic_ref<uint64_t>(*p).fetch_add(v, std::memory_order_acq_rel);
   }
+  void fence_release() const { std::atomic_thread_fence(std::memory_order_release); }
+  uint64_t fetch_add_relaxed(uint64_t* p, uint64_t v) const {
+    return std::atomic_ref<uint64_t>(*p).fetch_add(v, std::memory_order_relaxed);
+  }
   void fence_acquire() const { std::atomic_thread_fence(std::memory_order_acquire); }
   uint64_t fetch_max(uint64_t* p, uint64_t v) const {
     std::atomic_ref<uint64_t> a(*p);

@@ -58,6 +58,14 @@ class CudaWorker {
     cuda::atomic_thread_fence(cuda::memory_order_release, cuda::thread_scope_device);
     return ref(p).fetch_add(v, cuda::memory_order_relaxed);
   }
+  // A task's notifications: one release fence after the block barrier, then a relaxed add per
+  // element (a fence per element cost ~0.5 us each: 128 of them made MoE's plan task 70 us).
+  __device__ void fence_release() const {
+    cuda::atomic_thread_fence(cuda::memory_order_release, cuda::thread_scope_device);
+  }
+  __device__ uint64_t fetch_add_relaxed(uint64_t* p, uint64_t v) const {
+    return ref(p).fetch_add(v, cuda::memory_order_relaxed);
+  }
   __device__ void fence_acquire() const {
     cuda::atomic_thread_fence(cuda::memory_order_acquire, cuda::thread_scope_device);
   }

@@ -7,6 +7,7 @@
 //   int thread(), threads(); void sync()   this thread, the block size, a block barrier
 //   T share(T v)                           the leader's v, to every thread of the block
 //   uint64_t load_acquire(p), fetch_add_release(p, v), fetch_max(p, v)
+//   void fence_release(), fence_acquire(); uint64_t fetch_add_relaxed(p, v)   a notify: fence, then adds
 //   bool compare_exchange(p, expected&, desired)   relaxed; on failure, expected is what p held
 //   void store_release(p, v), store_relaxed(p, v)
 //   uint64_t now_ns(); void pause()        timer and spin back-off
