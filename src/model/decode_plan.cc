@@ -237,7 +237,7 @@ Expected<StepPlan> plan_step(const ModelConfig& c, const Tiling& tiling, const K
     gemv(c.hidden_size, tiling.rows_e / llm::kTileRows, tokens);
     gemv(c.hidden_size, tiling.rows_xi / 8, tokens);
     gemv(c.moe->moe_intermediate_size, tiling.rows_dn / llm::kTileRows, tokens);
-    scratch = std::max(scratch, llm::moe_plan_scratch_bytes(c.moe->num_experts, c.moe->num_experts_per_tok));
+    scratch = std::max(scratch, llm::moe_plan_scratch_bytes(c.moe->num_experts, c.moe->num_experts_per_tok, warps));
   }
   plan.scratch_bytes = std::min<int64_t>(round_up(scratch, 1024), llm::kDecodeScratchBytes);
   auto& cfg = plan.cfg;

@@ -31,70 +31,86 @@
 #include "kernels/block_scratch.h"
 #include "kernels/llm/decode_config.h"
 #include "kernels/llm/moe_layout.h"
+#include "kernels/llm/warp_ops.h"
 
 namespace evt::kernels::llm {
 
-// Scratch of the routing, per token of a chunk: exps (double) and logits of every expert, and its
-// top_k choices.
-EVT_HD inline int64_t moe_route_token_bytes(int64_t experts, int64_t top_k) {
-  return experts * (sizeof(double) + sizeof(float)) + top_k * sizeof(int32_t);
-}
-// The plan's three per-expert tables, ahead of the chunk region (16-byte aligned).
+// The plan's scratch: three per-expert tables, then (8-byte aligned) each warp's routing of one
+// token (the logits and exps of every expert, its top_k picks), then a chunk of (token, slot) rows.
 EVT_HD inline int64_t moe_plan_table_bytes(int64_t experts) { return (3 * 4 * (experts + 1) + 15) / 16 * 16; }
-// The least scratch moe_plan_body works in: its tables and one token's routing (a chunk of rows
-// needs 8 bytes a row, less than a token's routing).
-EVT_HD inline int64_t moe_plan_scratch_bytes(int64_t experts, int64_t top_k) {
-  return moe_plan_table_bytes(experts) + moe_route_token_bytes(experts, top_k);
+EVT_HD inline int64_t moe_route_warp_bytes(int64_t experts, int64_t top_k) {
+  return (experts * (sizeof(double) + sizeof(float)) + top_k * sizeof(int32_t) + 15) / 16 * 16;
+}
+// The least scratch moe_plan_body works in, for blocks of `warps` warps: its tables, the warps'
+// routing and a chunk of one row (8 bytes).
+EVT_HD inline int64_t moe_plan_scratch_bytes(int64_t experts, int64_t top_k, int64_t warps) {
+  return moe_plan_table_bytes(experts) + warps * moe_route_warp_bytes(experts, top_k) + 8;
 }
 
 // Routes tokens [0, tokens) from their logits (row t at logits + t * ld) into ids and w (slots
-// per token), a chunk of tokens at a time in `region`.
+// per token), a token per warp at a time in `warp_scratch` (moe_route_warp_bytes each). When
+// row_e is not null, it and row_w get each (token, slot) row's expert and weight too.
+//
+// The picks are made in rounds: each round takes the first, in the order (logit descending,
+// index ascending), of the experts that come after the last pick in that order, which is the
+// reference's order of the probabilities (exp is monotonic) with ties to the lower index. A lane
+// looks at every 32nd expert and the warp keeps the first of the lanes' (warp_first). NaN logits
+// are never picked; a slot with nothing left to pick gets expert -1.
 template <class Block>
 EVT_HD void moe_route_tokens(const Block& b, const float* logits, int64_t ld, int64_t tokens, int64_t experts,
                              int64_t top_k, bool norm_topk, int32_t* ids, float* w, int64_t slots,
-                             unsigned char* region, int64_t region_bytes) {
-  const int64_t chunk = region_bytes / moe_route_token_bytes(experts, top_k);
-  for (int64_t t0 = 0; t0 < tokens; t0 += chunk) {
-    const int64_t n = tokens - t0 < chunk ? tokens - t0 : chunk, cells = n * experts;
-    double* ex = reinterpret_cast<double*>(region);  // exp(z - top), per (token, expert)
-    float* z = reinterpret_cast<float*>(ex + cells);
-    int32_t* chosen = reinterpret_cast<int32_t*>(z + cells);  // per token, top_k experts best first
-    for (int64_t i = b.thread(); i < cells; i += b.threads()) z[i] = logits[(t0 + i / experts) * ld + i % experts];
-    for (int64_t i = b.thread(); i < n * top_k; i += b.threads()) chosen[i] = -1;
-    b.sync();
-    // A (token, expert)'s rank is how many experts come before it: a larger logit, or an equal
-    // one at a lower index (exp is monotonic, so this is the probabilities' order). The top_k
-    // ranks are the choice. (A NaN logit only leaves a slot at -1: no index goes out of range.)
-    for (int64_t i = b.thread(); i < cells; i += b.threads()) {
-      const int64_t t = i / experts, e = i % experts;
-      const float* zt = z + t * experts;
-      const float v = zt[e];
-      int64_t rank = 0;
-      for (int64_t o = 0; o < experts; ++o) rank += zt[o] > v || (zt[o] == v && o < e);
-      if (rank < top_k) chosen[t * top_k + rank] = static_cast<int32_t>(e);
+                             unsigned char* warp_scratch, int32_t* row_e, float* row_w) {
+  double* ex = reinterpret_cast<double*>(warp_scratch + warp(b) * moe_route_warp_bytes(experts, top_k));
+  float* z = reinterpret_cast<float*>(ex + experts);
+  int32_t* pick = reinterpret_cast<int32_t*>(z + experts);
+  for (int64_t t = warp(b); t < tokens; t += warps(b)) {
+    for (int64_t e = lane(b); e < experts; e += lanes()) z[e] = logits[t * ld + e];
+    warp_sync();
+    float last_v = 0;
+    int32_t last_e = -1;  // no pick yet
+    for (int64_t s = 0; s < top_k; ++s) {
+      float v = 0;
+      int32_t best = -1;
+      for (int64_t e = lane(b); e < experts; e += lanes()) {
+        const float u = z[e];
+        const bool after_last = last_e < 0 || u < last_v || (u == last_v && e > last_e);
+        if (u == u && after_last && (best < 0 || u > v)) {  // lanes see their experts in index order
+          v = u;
+          best = static_cast<int32_t>(e);
+        }
+      }
+      warp_first(v, best);
+      if (lane(b) == 0) pick[s] = best;
+      if (best < 0) {  // nothing left: the remaining slots stay empty
+        for (int64_t r = s + 1; r < top_k && lane(b) == 0; ++r) pick[r] = -1;
+        break;
+      }
+      last_v = v;
+      last_e = best;
     }
-    b.sync();
-    for (int64_t i = b.thread(); i < cells; i += b.threads()) {
-      const int32_t best = chosen[i / experts * top_k];
-      const double top = best < 0 ? 0.0 : static_cast<double>(z[i / experts * experts + best]);
-      ex[i] = exp(static_cast<double>(z[i]) - top);
-    }
-    b.sync();
-    for (int64_t t = b.thread(); t < n; t += b.threads()) {
-      const double* et = ex + t * experts;
-      const int32_t* ct = chosen + t * top_k;
+    warp_sync();
+    const double top = pick[0] < 0 ? 0.0 : static_cast<double>(z[pick[0]]);
+    for (int64_t e = lane(b); e < experts; e += lanes()) ex[e] = exp(static_cast<double>(z[e]) - top);
+    warp_sync();
+    if (lane(b) == 0) {
       double sum = 0;  // in expert order, as the reference sums
-      for (int64_t e = 0; e < experts; ++e) sum += et[e];
+      EVT_UNROLL
+      for (int64_t e = 0; e < experts; ++e) sum += ex[e];
       double picked = 0;
-      for (int64_t s = 0; s < top_k; ++s) picked += ct[s] < 0 ? 0.0 : et[ct[s]] / sum;
+      for (int64_t s = 0; s < top_k; ++s) picked += pick[s] < 0 ? 0.0 : ex[pick[s]] / sum;
       for (int64_t s = 0; s < slots; ++s) {
-        const int32_t e = s < top_k ? ct[s] : -1;
-        const double p = e < 0 ? 0.0 : et[e] / sum;
-        ids[(t0 + t) * slots + s] = e;
-        w[(t0 + t) * slots + s] = static_cast<float>(e >= 0 && norm_topk ? p / picked : p);
+        const int32_t e = s < top_k ? pick[s] : -1;
+        const double p = e < 0 ? 0.0 : ex[e] / sum;
+        const float weight = static_cast<float>(e >= 0 && norm_topk ? p / picked : p);
+        ids[t * slots + s] = e;
+        w[t * slots + s] = weight;
+        if (row_e != nullptr) {
+          row_e[t * slots + s] = e;
+          row_w[t * slots + s] = weight;
+        }
       }
     }
-    b.sync();  // the next chunk reuses the region
+    warp_sync();  // the warp's next token reuses z, ex and pick
   }
 }
 
@@ -109,7 +125,7 @@ EVT_HD void moe_plan_body(const Block& b, const int64_t* tile, const DevBuffer* 
   int32_t *gu = writes[6].as<int32_t>() + l * width, *dn = writes[7].as<int32_t>() + l * width;
   int32_t* tile_expert = writes[8].as<int32_t>() + l * max_gu;
   const LayerMlp m = layer_mlp(cfg, reads[1].as<const int64_t>(), l, hidden);
-  const int64_t used = m.sparse() ? m.top_k : 1, rows = tokens * slots;
+  const int64_t rows = tokens * slots;  // a slot past top_k (past 1 in a dense layer) routes to -1
   const int64_t gu_rows = moe_gate_up_rows(cfg, m.sparse()), dn_rows = moe_down_rows(cfg, m.sparse());
   const int64_t gu_tiles = (m.inter + gu_rows - 1) / gu_rows, dn_tiles = (hidden + dn_rows - 1) / dn_rows;
 
@@ -117,57 +133,70 @@ EVT_HD void moe_plan_body(const Block& b, const int64_t* tile, const DevBuffer* 
   int32_t* start = reinterpret_cast<int32_t*>(s.data);  // XE + 1: expert e's first sorted row
   int32_t* before = start + width;                      // XE + 1: routed experts before e
   int32_t* cursor = before + width;                     // XE: e's rows counted, then the next to place
-  unsigned char* region = s.data + moe_plan_table_bytes(experts);
-  const int64_t region_bytes = s.bytes - moe_plan_table_bytes(experts);
+  unsigned char* warp_scratch = s.data + moe_plan_table_bytes(experts);
+  const int64_t route_bytes = m.sparse() ? warps(b) * moe_route_warp_bytes(m.experts, m.top_k) : 0;
+  const int64_t chunk = (s.bytes - moe_plan_table_bytes(experts) - route_bytes) / 8;
+  int32_t* row_e = reinterpret_cast<int32_t*>(warp_scratch + route_bytes);  // (token, slot) -> expert, -1 unused
+  float* row_w = reinterpret_cast<float*>(row_e + chunk);
+  const bool one_chunk = rows <= chunk;  // then the routing leaves the rows staged
 
   // 1. Route.
+  for (int64_t e = b.thread(); e < experts; e += b.threads()) cursor[e] = 0;
   if (m.sparse()) {
     const DevBuffer& logits = reads[3];
     moe_route_tokens(b, logits.as<const float>(), logits.dim(1), tokens, m.experts, m.top_k,
-                     cfg[kCfgMoeNormTopk] != 0, ids, route_w, slots, region, region_bytes);
+                     cfg[kCfgMoeNormTopk] != 0, ids, route_w, slots, warp_scratch, one_chunk ? row_e : nullptr,
+                     row_w);
   } else {
     for (int64_t r = b.thread(); r < rows; r += b.threads()) {
       ids[r] = r % slots == 0 ? 0 : -1;
       route_w[r] = r % slots == 0 ? 1.0f : 0.0f;
+      if (one_chunk) {
+        row_e[r] = ids[r];
+        row_w[r] = route_w[r];
+      }
     }
-    b.sync();
   }
+  b.sync();
 
   // 2. Count each expert's rows, a chunk of (token, slot) rows at a time (the routes are this
-  // block's own writes, visible after its barrier). Each thread owns the same experts throughout.
-  const int64_t chunk = region_bytes / 8;
-  int32_t* row_e = reinterpret_cast<int32_t*>(region);  // (token, slot) -> expert, -1 unused
-  float* row_w = reinterpret_cast<float*>(row_e + chunk);
+  // block's own writes, visible after its barrier).
   const auto stage = [&](int64_t r0) {
     const int64_t n = rows - r0 < chunk ? rows - r0 : chunk;
+    if (one_chunk) return n;
     for (int64_t i = b.thread(); i < n; i += b.threads()) {
-      row_e[i] = (r0 + i) % slots < used ? ids[r0 + i] : -1;
+      row_e[i] = ids[r0 + i];
       row_w[i] = route_w[r0 + i];
     }
     b.sync();
     return n;
   };
-  for (int64_t e = b.thread(); e < experts; e += b.threads()) cursor[e] = 0;
+  // A warp takes an expert and its lanes 32 rows at a time.
   for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
     const int64_t n = stage(r0);
-    for (int64_t e = b.thread(); e < experts; e += b.threads()) {
+    for (int64_t e = warp(b); e < experts; e += warps(b)) {
       int32_t c = 0;
-      for (int64_t i = 0; i < n; ++i) c += row_e[i] == e;
-      cursor[e] += c;
+      for (int64_t i = lane(b); i - lane(b) < n; i += lanes()) c += bit_count(warp_ballot(i < n && row_e[i] == e));
+      if (lane(b) == 0) cursor[e] += c;
     }
     b.sync();
   }
-  // 3. The prefix sums, in shared memory, then the tables and wait counts from them.
-  if (b.thread() == 0) {
-    int32_t rows_so_far = 0, routed_so_far = 0;
-    for (int64_t e = 0; e < experts; ++e) {
-      start[e] = rows_so_far;
-      before[e] = routed_so_far;
-      rows_so_far += cursor[e];
-      routed_so_far += cursor[e] > 0;
+  // 3. The prefix sums (warp 0: each lane a run of experts), then the tables and wait counts.
+  if (warp(b) == 0) {
+    const int64_t per = (experts + lanes() - 1) / lanes(), e0 = lane(b) * per, e1 = e0 + per < experts ? e0 + per : experts;
+    uint64_t mine = 0;  // rows << 32 | routed experts, of this lane's run
+    for (int64_t e = e0; e < e1; ++e) mine += (uint64_t{static_cast<uint32_t>(cursor[e])} << 32) + (cursor[e] > 0);
+    const LaneSums sums = warp_lane_sums(mine, lane(b));
+    uint64_t so_far = sums.below;
+    for (int64_t e = e0; e < e1; ++e) {
+      start[e] = static_cast<int32_t>(so_far >> 32);
+      before[e] = static_cast<int32_t>(so_far & 0xffffffffu);
+      so_far += (uint64_t{static_cast<uint32_t>(cursor[e])} << 32) + (cursor[e] > 0);
     }
-    start[experts] = rows_so_far;
-    before[experts] = routed_so_far;
+    if (lane(b) == 0) {
+      start[experts] = static_cast<int32_t>(sums.total >> 32);
+      before[experts] = static_cast<int32_t>(sums.total & 0xffffffffu);
+    }
   }
   b.sync();
   for (int64_t e = b.thread(); e < width; e += b.threads()) {
@@ -187,28 +216,35 @@ EVT_HD void moe_plan_body(const Block& b, const int64_t* tile, const DevBuffer* 
     b.set_wait_count(0, l * experts + e, start[e + 1] > start[e] ? gu_tiles : 0);
     cursor[e] = start[e];
   }
-  // 4. Place the rows, each expert's in (token, slot) order. One chunk of rows is still staged.
+  b.sync();
+  // 4. Place the rows, each expert's in (token, slot) order: a warp's lanes take 32 rows at a time
+  // and each matching lane counts the matches of the lanes below it. Unused slots get no row.
   for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
-    const int64_t n = rows <= chunk ? rows : stage(r0);
-    for (int64_t e = b.thread(); e < experts; e += b.threads()) {
+    const int64_t n = stage(r0);
+    for (int64_t e = warp(b); e < experts; e += warps(b)) {
       int32_t p = cursor[e];
-      for (int64_t i = 0; i < n; ++i) {
-        if (row_e[i] != e) continue;
-        perm[p] = static_cast<int32_t>((r0 + i) / slots);
-        sorted_w[p] = row_w[i];
-        pos[r0 + i] = p++;
+      for (int64_t i = lane(b); i - lane(b) < n; i += lanes()) {
+        const bool match = i < n && row_e[i] == e;
+        const uint32_t matches = warp_ballot(match);
+        if (match) {
+          const int32_t at = p + bit_count(matches & ((1u << lane(b)) - 1));
+          perm[at] = static_cast<int32_t>((r0 + i) / slots);
+          sorted_w[at] = row_w[i];
+          pos[r0 + i] = at;
+        }
+        p += bit_count(matches);
       }
-      cursor[e] = p;
+      if (lane(b) == 0) cursor[e] = p;
+    }
+    for (int64_t i = b.thread(); i < n; i += b.threads()) {
+      if (row_e[i] < 0) pos[r0 + i] = -1;
     }
     b.sync();
   }
   const int32_t total = start[experts];
-  for (int64_t r = b.thread(); r < rows; r += b.threads()) {
-    if (r % slots >= used || ids[r] < 0) pos[r] = -1;
-    if (r >= total) {
-      perm[r] = -1;
-      sorted_w[r] = 0;
-    }
+  for (int64_t r = total + b.thread(); r < rows; r += b.threads()) {
+    perm[r] = -1;
+    sorted_w[r] = 0;
   }
 }
 

@@ -4,6 +4,7 @@
 // which is then one warp of one lane, and every reduction is the identity. A body written
 // against lanes()/lane()/warp()/warps() therefore runs unchanged in the CPU backend.
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -194,6 +195,40 @@ EVT_HD inline LaneSums warp_lane_sums(uint64_t v, int lane) {
 #else
   (void)lane;
   return LaneSums{0, upto};
+#endif
+}
+
+// Lane i's predicate as bit i, to every lane (the host's one lane: bit 0).
+EVT_HD inline uint32_t warp_ballot(bool pred) {
+#if defined(__CUDA_ARCH__)
+  return __ballot_sync(0xffffffffu, pred);
+#else
+  return pred ? 1u : 0u;
+#endif
+}
+EVT_HD inline int bit_count(uint32_t v) {
+#if defined(__CUDA_ARCH__)
+  return __popc(v);
+#else
+  return std::popcount(v);
+#endif
+}
+
+// The first of the lanes' (v, e) pairs in the order v descending, then e ascending, to every
+// lane; e < 0 is no pair. (A strict order, so both lanes of each exchange keep the same pair.)
+EVT_HD inline void warp_first(float& v, int32_t& e) {
+#if defined(__CUDA_ARCH__)
+  for (int offset = 16; offset > 0; offset /= 2) {
+    const float ov = __shfl_xor_sync(0xffffffffu, v, offset);
+    const int32_t oe = __shfl_xor_sync(0xffffffffu, e, offset);
+    if (oe >= 0 && (e < 0 || ov > v || (ov == v && oe < e))) {
+      v = ov;
+      e = oe;
+    }
+  }
+#else
+  (void)v;
+  (void)e;
 #endif
 }
 
