@@ -1,0 +1,181 @@
+// Microbenchmark of the MoE block's per-layer plan task (kernels/llm/moe_plan.h) on its own: the
+// body on one block of the decode megakernel's 480 consumer threads, Qwen3-30B-A3B's routing
+// (128 experts, top-8) for T tokens of random logits, timed inside the kernel (median of 50
+// launches, the rest of the GPU idle). Also its routing alone, and two ways for one thread to
+// notify 128 event elements, as the plan's leader does: a release fence before each add, or one
+// fence and then relaxed adds. Compare with the plan's work in a decode trace to see what the
+// megakernel adds around the same body.
+//   evt_moe_plan_micro [T ...]   (default 1 8 32 128); one JSON object per line, then a table.
+
+#include <cuda/atomic>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <vector>
+
+#include "cuda_check.h"
+#include "kernels/llm/moe_plan.h"
+
+namespace {
+
+using evt::kernels::DevBuffer;
+using evt::kernels::Scratch;
+namespace llm = evt::kernels::llm;
+
+constexpr int kConsumers = 480, kThreads = 512;  // the decode block's consumers, and its loader warp
+constexpr int64_t kExperts = 128, kTopK = 8, kHidden = 2048, kInter = 768;
+constexpr int64_t kScratch = 200 * 1024;
+constexpr int kNotified = 128;  // EXP elements of one layer
+
+enum Mode { kPlan, kRoute, kFencedAdds, kOneFenceAdds, kModes };
+const char* mode_name(int m) {
+  const char* names[] = {"moe_plan body", "routing alone", "128 adds, a fence each", "128 adds after one fence"};
+  return names[m];
+}
+
+// The tile-body block of the consumer threads: named barrier 1, as the megakernel's workers.
+struct Block {
+  unsigned char* smem;
+  uint64_t* counts;
+  __device__ int thread() const { return static_cast<int>(threadIdx.x); }
+  __device__ int threads() const { return kConsumers; }
+  __device__ void sync() const { asm volatile("bar.sync 1, %0;" ::"r"(kConsumers) : "memory"); }
+  __device__ Scratch scratch() const { return Scratch{smem, kScratch}; }
+  __device__ void set_wait_count(int set, int64_t element, int64_t count) const {
+    cuda::atomic_thread_fence(cuda::memory_order_release, cuda::thread_scope_device);
+    cuda::atomic_ref<uint64_t, cuda::thread_scope_device>(counts[set * 1024 + element])
+        .store(static_cast<uint64_t>(count) + 1, cuda::memory_order_relaxed);
+  }
+};
+
+__global__ void __launch_bounds__(kThreads, 1)
+    plan_kernel(const DevBuffer* reads, const DevBuffer* writes, uint64_t* counts, int mode, uint64_t* ns) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  if (threadIdx.x >= kConsumers) return;
+  const Block b{smem, counts};
+  const int64_t tile[1] = {0};
+  b.sync();
+  uint64_t t0, t1;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  if (mode == kPlan) {
+    llm::moe_plan_body(b, tile, reads, writes);
+  } else if (mode == kRoute) {
+    const DevBuffer& logits = reads[3];
+    llm::moe_route_tokens(b, logits.as<const float>(), logits.dim(1), logits.dim(0), kExperts, kTopK, true,
+                          writes[0].as<int32_t>(), writes[1].as<float>(), kTopK, smem, nullptr, nullptr);
+  } else if (threadIdx.x == 0) {
+    uint64_t* counter = counts + 4096;
+    if (mode == kOneFenceAdds) cuda::atomic_thread_fence(cuda::memory_order_release, cuda::thread_scope_device);
+    for (int e = 0; e < kNotified; ++e) {
+      if (mode == kFencedAdds) cuda::atomic_thread_fence(cuda::memory_order_release, cuda::thread_scope_device);
+      cuda::atomic_ref<uint64_t, cuda::thread_scope_device>(counter[e * 8]).fetch_add(1, cuda::memory_order_relaxed);
+    }
+  }
+  b.sync();
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1));
+  if (threadIdx.x == 0) *ns = t1 - t0;
+}
+
+// A device copy of `bytes` at `data` (zeros when data is null), as a buffer of `shape`.
+DevBuffer device_buffer(const void* data, size_t elem, std::vector<int64_t> shape) {
+  DevBuffer d;
+  d.rank = static_cast<int>(shape.size());
+  d.numel = 1;
+  for (int k = 0; k < d.rank; ++k) d.numel *= (d.shape[k] = shape[static_cast<size_t>(k)]);
+  const size_t bytes = std::max<size_t>(static_cast<size_t>(d.numel) * elem, 4);
+  CHECK(cudaMalloc(&d.data, bytes));
+  if (data != nullptr) {
+    CHECK(cudaMemcpy(d.data, data, bytes, cudaMemcpyHostToDevice));
+  } else {
+    CHECK(cudaMemset(d.data, 0, bytes));
+  }
+  return d;
+}
+
+// Median microseconds of each mode for T tokens.
+std::vector<double> measure(int64_t tokens, void* weights) {
+  std::vector<int32_t> cfg(llm::kCfgWords, 0);
+  cfg[llm::kCfgMoeExperts] = kExperts;
+  cfg[llm::kCfgMoeTopK] = kTopK;
+  cfg[llm::kCfgMoeInter] = kInter;
+  cfg[llm::kCfgMoeNormTopk] = 1;
+  cfg[llm::kCfgMoeRowsXI] = 48;  // the decode's tiling of 30B-A3B: 16 gate/up tiles an expert
+  cfg[llm::kCfgMoeRowsDn] = 128;
+  cfg[llm::kCfgMoeRowsE] = 16;
+  std::vector<int64_t> wtab(llm::kWeightColumns, 0);  // the plan reads only whether the router is there
+  wtab[llm::kWrouter] = wtab[llm::kWexpertsGateUp] = wtab[llm::kWexpertsDown] = reinterpret_cast<int64_t>(weights);
+  std::vector<float> logits(static_cast<size_t>(tokens * kExperts));
+  std::mt19937 rng(1);
+  std::normal_distribution<float> normal(0, 1);
+  for (float& v : logits) v = normal(rng);
+  const int64_t rows = tokens * kTopK, max_gu = std::min(kExperts, rows) * 16;
+  const DevBuffer reads[4] = {device_buffer(cfg.data(), 4, {llm::kCfgWords}),
+                              device_buffer(wtab.data(), 8, {1, llm::kWeightColumns}),
+                              device_buffer(nullptr, 4, {tokens, kHidden}), device_buffer(logits.data(), 4, {tokens, kExperts})};
+  const DevBuffer writes[9] = {
+      device_buffer(nullptr, 4, {tokens, kTopK}),    device_buffer(nullptr, 4, {tokens, kTopK}),
+      device_buffer(nullptr, 4, {kExperts + 1}),     device_buffer(nullptr, 4, {rows}),
+      device_buffer(nullptr, 4, {rows}),             device_buffer(nullptr, 4, {tokens, kTopK}),
+      device_buffer(nullptr, 4, {1, kExperts + 1}),  device_buffer(nullptr, 4, {1, kExperts + 1}),
+      device_buffer(nullptr, 4, {1, max_gu})};
+  const DevBuffer* d_reads = static_cast<const DevBuffer*>(device_buffer(reads, sizeof reads, {1}).data);
+  const DevBuffer* d_writes = static_cast<const DevBuffer*>(device_buffer(writes, sizeof writes, {1}).data);
+  const DevBuffer counts = device_buffer(nullptr, 8, {8 * 1024}), ns = device_buffer(nullptr, 8, {1});
+  std::vector<double> medians;
+  for (int mode = 0; mode < kModes; ++mode) {
+    std::vector<double> us;
+    for (int i = 0; i < 60; ++i) {
+      plan_kernel<<<1, kThreads, kScratch>>>(d_reads, d_writes, counts.as<uint64_t>(), mode, ns.as<uint64_t>());
+      CHECK(cudaGetLastError());
+      uint64_t v = 0;
+      CHECK(cudaMemcpy(&v, ns.data, 8, cudaMemcpyDeviceToHost));
+      if (i >= 10) us.push_back(static_cast<double>(v) / 1e3);
+    }
+    std::sort(us.begin(), us.end());
+    medians.push_back(us[us.size() / 2]);
+  }
+  for (const DevBuffer& d : reads) CHECK(cudaFree(d.data));
+  for (const DevBuffer& d : writes) CHECK(cudaFree(d.data));
+  CHECK(cudaFree(const_cast<DevBuffer*>(d_reads)));
+  CHECK(cudaFree(const_cast<DevBuffer*>(d_writes)));
+  CHECK(cudaFree(counts.data));
+  CHECK(cudaFree(ns.data));
+  return medians;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<int64_t> token_counts;
+  for (int i = 1; i < argc; ++i) token_counts.push_back(std::atoll(argv[i]));
+  if (token_counts.empty()) token_counts = {1, 8, 32, 128};
+  CHECK(cudaFuncSetAttribute(plan_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kScratch)));
+  void* weights = nullptr;  // any address: the plan never reads the weights
+  CHECK(cudaMalloc(&weights, 256));
+  std::vector<std::vector<double>> table;
+  for (const int64_t t : token_counts) {
+    if (t < 1 || t > 4096) {
+      std::fprintf(stderr, "token counts must be 1..4096, not %lld\n", static_cast<long long>(t));
+      return 2;
+    }
+    table.push_back(measure(t, weights));
+    for (int m = 0; m < kModes; ++m) {
+      std::printf("{\"bench\": \"moe_plan\", \"tokens\": %lld, \"mode\": \"%s\", \"median_us\": %.3f}\n",
+                  static_cast<long long>(t), mode_name(m), table.back()[static_cast<size_t>(m)]);
+    }
+  }
+  std::printf("\n%-28s", "median us, T =");
+  for (const int64_t t : token_counts) std::printf("%10lld", static_cast<long long>(t));
+  std::printf("\n");
+  for (int m = 0; m < kModes; ++m) {
+    std::printf("%-28s", mode_name(m));
+    for (const std::vector<double>& row : table) std::printf("%10.2f", row[static_cast<size_t>(m)]);
+    std::printf("\n");
+  }
+  CHECK(cudaFree(weights));
+  return 0;
+}
