@@ -4,7 +4,8 @@
 // launches, the rest of the GPU idle). Also its routing alone, and two ways for one thread to
 // notify 128 event elements, as the plan's leader does: a release fence before each add, or one
 // fence and then relaxed adds. Compare with the plan's work in a decode trace to see what the
-// megakernel adds around the same body.
+// megakernel adds around the same body; the body once more beside a warp that spins on a shared
+// word, as a megakernel block's loader warp does while it waits for the leader's announcement.
 //   evt_moe_plan_micro [T ...]   (default 1 8 32 128); one JSON object per line, then a table.
 
 #include <cuda/atomic>
@@ -31,9 +32,10 @@ constexpr int64_t kExperts = 128, kTopK = 8, kHidden = 2048, kInter = 768;
 constexpr int64_t kScratch = 200 * 1024;
 constexpr int kNotified = 128;  // EXP elements of one layer
 
-enum Mode { kPlan, kRoute, kFencedAdds, kOneFenceAdds, kModes };
+enum Mode { kPlan, kPlanBesideSpinner, kRoute, kFencedAdds, kOneFenceAdds, kModes };
 const char* mode_name(int m) {
-  const char* names[] = {"moe_plan body", "routing alone", "128 adds, a fence each", "128 adds after one fence"};
+  const char* names[] = {"moe_plan body", "body, a warp spinning", "routing alone", "128 adds, a fence each",
+                         "128 adds after one fence"};
   return names[m];
 }
 
@@ -55,13 +57,25 @@ struct Block {
 __global__ void __launch_bounds__(kThreads, 1)
     plan_kernel(const DevBuffer* reads, const DevBuffer* writes, uint64_t* counts, int mode, uint64_t* ns) {
   extern __shared__ __align__(16) unsigned char smem[];
-  if (threadIdx.x >= kConsumers) return;
+  __shared__ uint32_t body_done;
+  if (threadIdx.x == 0) body_done = 0;
+  __syncthreads();
+  if (threadIdx.x >= kConsumers) {
+    // The loader warp of a megakernel block, waiting for the leader to announce a task whose
+    // weights depend on data: a spin on a shared-memory word (CudaWorker::next_announced).
+    if (mode == kPlanBesideSpinner) {
+      cuda::atomic_ref<uint32_t, cuda::thread_scope_block> done(body_done);
+      while (done.load(cuda::memory_order_acquire) == 0) {
+      }
+    }
+    return;
+  }
   const Block b{smem, counts};
   const int64_t tile[1] = {0};
   b.sync();
   uint64_t t0, t1;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-  if (mode == kPlan) {
+  if (mode == kPlan || mode == kPlanBesideSpinner) {
     llm::moe_plan_body(b, tile, reads, writes);
   } else if (mode == kRoute) {
     const DevBuffer& logits = reads[3];
@@ -77,7 +91,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   b.sync();
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1));
-  if (threadIdx.x == 0) *ns = t1 - t0;
+  if (threadIdx.x == 0) {
+    *ns = t1 - t0;
+    cuda::atomic_ref<uint32_t, cuda::thread_scope_block>(body_done).store(1, cuda::memory_order_release);
+  }
 }
 
 // A device copy of `bytes` at `data` (zeros when data is null), as a buffer of `shape`.

@@ -59,7 +59,7 @@ class CudaWorker {
     return ref(p).fetch_add(v, cuda::memory_order_relaxed);
   }
   // A task's notifications: one release fence after the block barrier, then a relaxed add per
-  // element (a fence per element cost ~0.5 us each: 128 of them made MoE's plan task 70 us).
+  // element (128 fenced adds take 34 us on one thread, 128 adds after one fence 5: moe_plan_micro).
   __device__ void fence_release() const {
     cuda::atomic_thread_fence(cuda::memory_order_release, cuda::thread_scope_device);
   }
