@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <map>
 #include <span>
+#include <utility>
 
 #include "ir/text_form.h"
 #include "ir/tile_graph.h"
@@ -63,6 +64,13 @@ class CpuDecoder final : public Decoder {
   }
   int tiling_workers() const override { return options_.workers; }
 
+  Status trace_next_step(const std::string& path) override {
+    if (options_.exec == Exec::kReference) return error("--exec reference runs on the executor, which is not traced");
+    trace_next_ = true;
+    trace_path_ = path;
+    return Status();
+  }
+
   Expected<StepOutput> step(const StepBatch& batch, bool want_logits) override {
     const ModelConfig& c = model_->config;
     const Tiling tiling = step_tiling(batch.tokens(), batch.longest_context());
@@ -88,12 +96,12 @@ class CpuDecoder final : public Decoder {
         {"v_cache", bytes_of(v_cache_)},
     };
     std::span<const std::byte> next, logits;
+    StepOutput out;
     if (options_.exec == Exec::kReference) {
       EVT_RETURN_IF_ERROR(run_reference(plan, host, next, logits));
     } else {
-      EVT_RETURN_IF_ERROR(run_megakernel(plan, host, next, logits));
+      EVT_RETURN_IF_ERROR(run_megakernel(plan, host, next, logits, out.stages));
     }
-    StepOutput out;
     out.next.resize(static_cast<size_t>(batch.sequences()));
     std::memcpy(out.next.data(), next.data(), next.size());
     if (want_logits) {
@@ -122,7 +130,7 @@ class CpuDecoder final : public Decoder {
   }
 
   Status run_megakernel(const StepPlan& plan, const HostBuffers& host, std::span<const std::byte>& next,
-                        std::span<const std::byte>& logits) {
+                        std::span<const std::byte>& logits, std::vector<StageTime>& stages) {
     EVT_ASSIGN_OR_RETURN(mk::ParamsOf<MK> p, unbound_params<MK>(plan));
     scratch_.resize(MK::num_buffers);
     for (int b = 0; b < MK::num_buffers; ++b) {
@@ -142,7 +150,18 @@ class CpuDecoder final : public Decoder {
     typename mk::CpuMegakernel<MK>::Options o;
     o.workers = options_.workers;
     o.schedule = schedule_of(options_.exec);
-    EVT_RETURN_IF_ERROR(megakernel_.run(p, o));
+    o.trace = std::exchange(trace_next_, false);
+    const Status ran = megakernel_.run(p, o);
+    if (o.trace) {
+      const std::string path = std::exchange(trace_path_, "");
+      if (!path.empty()) {
+        EVT_RETURN_IF_ERROR(mk::write_chrome_trace(path, megakernel_.last_trace(), [&](int g, int64_t linear) {
+          return MK::task_name(p, g, linear);
+        }));
+      }
+      stages = stage_times<MK>(p, megakernel_.last_trace());
+    }
+    EVT_RETURN_IF_ERROR(ran);
     const auto view = [&](const char* name) {
       const int b = buffer_index<MK>(name);
       return std::span<const std::byte>(static_cast<const std::byte*>(p.buffers[b].data),
@@ -164,6 +183,8 @@ class CpuDecoder final : public Decoder {
   std::vector<std::vector<uint64_t>> scratch_;            // megakernel scratch, per buffer
   std::unique_ptr<runtime::cpu::BufferStore> store_;     // the reference run's buffers
   mk::CpuMegakernel<MK> megakernel_;
+  bool trace_next_ = false;
+  std::string trace_path_;  // non-empty: write the next step's trace into this file
 };
 
 template <class MK>

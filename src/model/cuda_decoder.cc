@@ -143,9 +143,10 @@ class CudaDecoder final : public Decoder {
   int tiling_workers() const override { return blocks(); }
 
   Status trace_next_step(const std::string& path) override {
-    if (!is_megakernel(options_.exec)) {
-      return error("--exec {}: traces cover the megakernel modes only", exec_name(options_.exec));
+    if (options_.exec == Exec::kGraphs) {
+      return error("--exec graphs: traces cover the launches of the megakernel and kernels modes, not graph replays");
     }
+    trace_next_ = true;
     trace_path_ = path;
     return Status();
   }
@@ -179,7 +180,7 @@ class CudaDecoder final : public Decoder {
     o.cuda_graph = replay;
     o.blocks = blocks();
     o.scratch_bytes = static_cast<int>(plan.scratch_bytes);
-    o.trace = !trace_path_.empty();
+    o.trace = std::exchange(trace_next_, false);
     EVT_CUDA_RETURN(cudaEventRecord(start_, stream_));
     EVT_RETURN_IF_ERROR(megakernel_->enqueue(p, o));
     EVT_CUDA_RETURN(cudaEventRecord(end_, stream_));
@@ -188,14 +189,17 @@ class CudaDecoder final : public Decoder {
       stats_.capture_ms += megakernel_->last_capture_ms();
       stats_.graphs_captured = static_cast<int64_t>(megakernel_->captured_graphs());
     }
+    StepOutput out;
     if (o.trace) {
       const std::string path = std::exchange(trace_path_, "");
-      EVT_RETURN_IF_ERROR(mk::write_chrome_trace(path, megakernel_->last_trace(), [&](int g, int64_t linear) {
-        return MK::task_name(p, g, linear);
-      }));
+      const std::vector<mk::TraceEvent>& trace = megakernel_->last_trace();
+      if (!path.empty()) {
+        EVT_RETURN_IF_ERROR(mk::write_chrome_trace(path, trace, [&](int g, int64_t linear) {
+          return MK::task_name(p, g, linear);
+        }));
+      }
+      out.stages = stage_times<MK>(p, trace);
     }
-
-    StepOutput out;
     float ms = 0;
     EVT_CUDA_RETURN(cudaEventElapsedTime(&ms, start_, end_));
     out.device_ms = ms;
@@ -329,7 +333,8 @@ class CudaDecoder final : public Decoder {
   std::vector<DeviceWords> scratch_;
   StepBatch padded_;
   DecoderStats stats_;
-  std::string trace_path_;  // non-empty: trace the next step into this file
+  bool trace_next_ = false;
+  std::string trace_path_;  // non-empty: write the next step's trace into this file
 };
 
 Expected<std::unique_ptr<Decoder>> make(const ModelConfig& config, std::shared_ptr<const LoadedModel> model,

@@ -3,12 +3,15 @@
 // dims in the graph's order from a StepPlan, and the bytes each buffer takes. Shared by the CPU
 // and CUDA backends, which differ only in where the memory lives.
 
+#include <algorithm>
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "model/decode_plan.h"
 #include "model/decoder.h"
 #include "runtime/megakernel/instance.h"
+#include "runtime/megakernel/trace.h"
 
 namespace evt::model {
 
@@ -50,6 +53,21 @@ int buffer_index(const std::string& name) {
     if (name == MK::buffer_name(b)) return b;
   }
   return -1;
+}
+
+// A traced launch's tasks by group and layer, in microseconds from its first task.
+template <class MK>
+std::vector<StageTime> stage_times(const mk::ParamsOf<MK>& p, const std::vector<mk::TraceEvent>& trace) {
+  const std::vector<mk::StageSpan> spans =
+      mk::stage_spans(trace, [&](int g, int64_t linear) { return MK::task_layer(p, g, linear); });
+  uint64_t origin = UINT64_MAX;
+  for (const mk::StageSpan& s : spans) origin = std::min(origin, s.start_ns);
+  std::vector<StageTime> out;
+  for (const mk::StageSpan& s : spans) {
+    out.push_back({MK::group_name(s.group), s.layer, static_cast<double>(s.start_ns - origin) / 1e3,
+                   static_cast<double>(s.end_ns - origin) / 1e3, s.tasks});
+  }
+  return out;
 }
 
 }  // namespace evt::model

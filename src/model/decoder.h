@@ -36,10 +36,21 @@ std::optional<Exec> parse_exec(std::string_view name);
 // Every name parse_exec takes, for --help and error messages.
 std::string exec_names();
 
+// One task group's tasks in one layer of a traced step (layer -1: a group that is not layered):
+// when the first began and the last ended, microseconds after the step's first task began, and
+// how many ran (tiles a range trigger did not release do not run).
+struct StageTime {
+  std::string group;
+  int64_t layer = -1;
+  double start_us = 0, end_us = 0;
+  int64_t tasks = 0;
+};
+
 struct StepOutput {
   std::vector<int32_t> next;  // greedy token per sequence
   std::vector<float> logits;  // S x V, when the step asked for them
   double device_ms = 0;       // CUDA: the step's kernels by device events (inputs uploaded); CPU: 0
+  std::vector<StageTime> stages;  // a traced step's (trace_next_step), by group and layer
 };
 
 // What a backend did besides running steps: the baselines' start-up costs.
@@ -57,8 +68,9 @@ class Decoder {
   virtual std::string describe() const = 0;
   virtual Expected<StepOutput> step(const StepBatch& batch, bool want_logits) = 0;
   virtual DecoderStats stats() const { return {}; }
-  // Records every task of the next step and writes it as a Chrome trace (Perfetto) to `path`:
-  // one track per SM or worker, a slice per task with its wait inside. Megakernel modes only.
+  // Records every task of the next step: its StepOutput::stages and, unless `path` is empty, a
+  // Chrome trace (Perfetto) written to `path`, one track per SM or worker, a slice per task with
+  // its wait inside. The megakernel modes and the kernels mode (its launches are not replays).
   virtual Status trace_next_step(const std::string& path) {
     (void)path;
     return error("{}: no per-task trace for this backend", describe());

@@ -107,6 +107,50 @@ TEST_P(LayeredStack, MatchesExecutor) {
 }
 INSTANTIATE_TEST_SUITE_P(MegakernelCpu, LayeredStack, kModes);
 
+// A trace grouped by stage and layer (what `eventide bench moe` times): one span per layer of the
+// layered group and one for each other group, every task counted once; the kernels mode traces
+// too, and there each layer's launch begins after the one before it ends.
+TEST_P(LayeredStack, TraceSpansEachLayer) {
+  using MK = generated::layered_stack::Megakernel;
+  const int64_t b = 5, layers = 4;
+  const ir::Binding binding{{"B", b}, {"L", layers}};
+  const ir::Graph g = testing::compiled_graph(testing::example_path("layered_stack.evt"), binding);
+  auto tg = ir::instantiate(g, binding);
+  ASSERT_TRUE(tg.ok());
+  auto store = testing::seeded_store(*tg, 1);
+  std::vector<void*> buffers;
+  for (size_t i = 0; i < g.buffers.size(); ++i) {
+    buffers.push_back(store->mutable_bytes(static_cast<int>(i)).data());
+  }
+  const int64_t dims[] = {b, layers};
+  auto params = mk::make_params<MK>(dims, buffers);
+  ASSERT_TRUE(params.ok());
+  mk::CpuMegakernel<MK> kernel;
+  const Mode mode = GetParam();
+  ASSERT_TRUE(kernel.run(*params, {.workers = 3, .schedule = mode.schedule, .early_push = mode.early_push,
+                                   .trace = true}).ok());
+  testing::expect_each_task_traced_once(kernel.last_trace(), static_cast<size_t>(b * (layers + 2)), 3);
+
+  const auto spans = mk::stage_spans(kernel.last_trace(), [&](int g, int64_t linear) {
+    return MK::task_layer(*params, g, linear);
+  });
+  std::vector<std::pair<std::string, int64_t>> seen;
+  for (const mk::StageSpan& s : spans) {
+    seen.emplace_back(MK::group_name(s.group), s.layer);
+    EXPECT_EQ(s.tasks, b) << MK::group_name(s.group) << " layer " << s.layer;
+    EXPECT_LE(s.start_ns, s.end_ns);
+  }
+  const std::vector<std::pair<std::string, int64_t>> expected = {
+      {"seed", -1}, {"layer", 0}, {"layer", 1}, {"layer", 2}, {"layer", 3}, {"head", -1}};
+  EXPECT_EQ(seen, expected);
+  if (mode.schedule == mk::kKernels) {
+    for (size_t i = 1; i < spans.size(); ++i) {
+      const auto& [before, after] = std::pair(spans[i - 1], spans[i]);
+      if (before.group == after.group) EXPECT_GE(after.start_ns, before.end_ns) << "layer " << after.layer;
+    }
+  }
+}
+
 // Random graphs written at build time from fixed seeds (support/random_graph.h), every schedule:
 // every task hashes the values of the tasks it depends on, and one read before its write leaves
 // a mark, so both a wrong result and an early start differ from the serial run.

@@ -457,6 +457,9 @@ void Emitter::emit_prelude() {
   names("kBufferNames", buffers);
   names("kEventNames", events);
   names("kGroupNames", groups);
+  std::string layered;
+  for (const auto& t : g_.groups) layered += t.layered ? "true, " : "false, ";
+  line(fmt::format("inline constexpr bool kGroupLayered[] = {{{}}};", layered.empty() ? "false" : layered));
   // The graph itself, so the CPU executor can run exactly what was compiled (the spec it is
   // checked against).
   line(fmt::format("inline constexpr const char* kGraphText = R\"evt({})evt\";", ir::print_graph(g_)));
@@ -1533,6 +1536,14 @@ struct Megakernel {
     std::string s = std::string(kGroupNames[g]) + "(";
     for (int k = 0; k < tile_rank(g); ++k) s += (k ? ", " : "") + std::to_string(t[k]);
     return s + ")";
+  }
+  // The layer a task belongs to (its tile coordinate 0 in a layered group), or -1: traces group
+  // tasks by stage and layer.
+  static int64_t task_layer(const Params& p, int g, int64_t linear) {
+    if (!kGroupLayered[g]) return -1;
+    int64_t t[4] = {};
+    unravel(p, g, linear, t);
+    return t[0];
   }
   // The kernels mode's launches, in the static order: how many, and the tiles of launch k.
   static int64_t launches(const Params& p) { return launch_count(p); }

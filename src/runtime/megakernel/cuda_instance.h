@@ -82,7 +82,7 @@ class CudaMegakernel {
     int blocks = 0;  // megakernel grid; 0: one block per SM
     int64_t spin_limit_ns = 1'000'000'000;
     cudaStream_t stream = nullptr;
-    bool trace = false;  // megakernel modes: record every task (last_trace())
+    bool trace = false;  // record every task (last_trace()); not with cuda_graph
     // Scratch (dynamic shared memory) per block, bytes; 0: the most the kernel allows. What the
     // tile bodies do not need is L1 cache, which the kernel's spills and stack live in.
     int scratch_bytes = 0;
@@ -122,8 +122,10 @@ class CudaMegakernel {
     if (o.bucket_dim >= 0) {
       EVT_ASSIGN_OR_RETURN(p, padded_to_bucket(p, o));
     }
-    if (o.trace && o.schedule == kKernels) return error("tracing covers the megakernel modes only");
+    if (o.trace && o.cuda_graph) return error("tracing covers the launches, not CUDA-graph replays");
     const int blocks = o.blocks > 0 ? o.blocks : sms_;
+    // A trace has a record per block: the kernels mode's launches use up to every co-resident one.
+    const int trace_workers = o.schedule == kKernels ? max_coresident_blocks() : blocks;
     // Spinning blocks deadlock unless every block of the grid is resident at once.
     if (blocks > max_coresident_blocks()) {
       return error("a grid of {} blocks cannot be co-resident: at most {} ({} SMs x {} blocks)", blocks,
@@ -143,7 +145,7 @@ class CudaMegakernel {
     LaunchArgs a = f.bind(p, live, next, words_, o.spin_limit_ns, o.early_push);
     a.scratch_bytes = o.scratch_bytes;
     if (o.trace) {
-      const size_t words = static_cast<size_t>(blocks) * (1 + kTraceWords * static_cast<size_t>(f.tasks));
+      const size_t words = static_cast<size_t>(trace_workers) * (1 + kTraceWords * static_cast<size_t>(f.tasks));
       EVT_RETURN_IF_ERROR(trace_words_.reserve(words));
       EVT_CUDA_RETURN(cudaMemsetAsync(trace_words_.data(), 0, words * sizeof(uint64_t), o.stream));
       a.trace = trace_words_.data();
@@ -160,11 +162,11 @@ class CudaMegakernel {
       EVT_ASSIGN_OR_RETURN(const CapturedGraph* graph, captured(p, a, live_arena, o.stream));
       EVT_CUDA_RETURN(cudaGraphLaunch(graph->exec, o.stream));
       clean_arena_ = 1 - graph->live_arena;
-      pending_launch_ = Launch{graph->params, graph->args, o, f.elements, blocks};
+      pending_launch_ = Launch{graph->params, graph->args, o, f.elements, blocks, trace_workers};
       return Status();
     }
     clean_arena_ = 1 - live_arena;
-    pending_launch_ = Launch{p, a, o, f.elements, blocks};
+    pending_launch_ = Launch{p, a, o, f.elements, blocks, trace_workers};
     return Status();
   }
 
@@ -175,9 +177,10 @@ class CudaMegakernel {
     EVT_CUDA_RETURN(cudaMemcpy(&s, l.args.state, sizeof s, cudaMemcpyDeviceToHost));
     trace_.clear();
     if (l.args.trace) {
-      std::vector<uint64_t> words(static_cast<size_t>(l.blocks) * (1 + kTraceWords * l.args.trace_tasks_per_worker));
+      std::vector<uint64_t> words(static_cast<size_t>(l.trace_workers) *
+                                  (1 + kTraceWords * l.args.trace_tasks_per_worker));
       EVT_CUDA_RETURN(cudaMemcpy(words.data(), l.args.trace, words.size() * sizeof(uint64_t), cudaMemcpyDeviceToHost));
-      trace_ = decode_trace(words, l.blocks, l.args.trace_tasks_per_worker);
+      trace_ = decode_trace(words, l.trace_workers, l.args.trace_tasks_per_worker);
     }
     if (s.abort != 0) {
       // A failed launch leaves its arena dirty: clean it, since graphs replay into the same one.
@@ -264,6 +267,7 @@ class CudaMegakernel {
     Options options;
     std::vector<int64_t> elements;
     int blocks = 0;
+    int trace_workers = 0;
   };
 
   CudaMegakernel() = default;

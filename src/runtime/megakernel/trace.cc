@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <map>
 
 #include "runtime/megakernel/support.h"
 
@@ -22,6 +23,22 @@ std::vector<TraceEvent> decode_trace(std::span<const uint64_t> words, int worker
     }
   }
   return events;
+}
+
+std::vector<StageSpan> stage_spans(std::span<const TraceEvent> events,
+                                   const std::function<int64_t(int, int64_t)>& layer_of) {
+  std::map<std::pair<int, int64_t>, StageSpan> spans;
+  for (const TraceEvent& e : events) {
+    const int64_t layer = layer_of(e.group, e.linear);
+    auto [it, added] = spans.try_emplace({e.group, layer}, StageSpan{e.group, layer, e.start_ns, e.end_ns, 0});
+    StageSpan& s = it->second;
+    s.start_ns = std::min(s.start_ns, e.start_ns);
+    s.end_ns = std::max(s.end_ns, e.end_ns);
+    ++s.tasks;
+  }
+  std::vector<StageSpan> out;
+  for (const auto& [key, span] : spans) out.push_back(span);
+  return out;
 }
 
 Status write_chrome_trace(const std::string& path, const std::vector<TraceEvent>& events,

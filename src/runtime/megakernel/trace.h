@@ -19,6 +19,21 @@ struct TraceEvent {
   uint64_t start_ns = 0, waited_ns = 0, end_ns = 0;
 };
 
+// The tasks of one group in one layer of a traced launch (layer -1: a group that is not
+// layered): from the first one's start to the last one's end, and how many ran (a skipped task,
+// one a range trigger did not release, is not traced).
+struct StageSpan {
+  int group = 0;
+  int64_t layer = -1;
+  uint64_t start_ns = 0, end_ns = 0;
+  int64_t tasks = 0;
+};
+
+// The spans of a trace's (group, layer) pairs, sorted by group, then layer; `layer_of(group,
+// linear)` gives a task's layer or -1.
+std::vector<StageSpan> stage_spans(std::span<const TraceEvent> events,
+                                   const std::function<int64_t(int group, int64_t linear)>& layer_of);
+
 // Decodes a trace buffer of `workers` x (1 + kTraceWords * tasks_per_worker) words.
 std::vector<TraceEvent> decode_trace(std::span<const uint64_t> words, int workers, int64_t tasks_per_worker);
 
