@@ -11,14 +11,17 @@ namespace {
 
 // The sparse block (docs/moe_decode.md), in the graph's text form, appended to the dense graph
 // once its MLP groups are gone. It reads x_mid and MID and writes x and X as they did. Routing
-// decides which expert tiles exist and what they wait for (seed 001's two mechanisms): EXP[l, e]
-// releases expert e's gate/up tiles through a range trigger, each gate/up tile notifies its own
-// expert's ACTX, which releases that expert's down tiles, and moe_plan sets how many tiles each
-// count waits for. Tiles of experts no token chose are never released (the static schedule
-// skips them). The edges keep their layer (ir::layer_offset), so the groups are ordered layer by
-// layer rather than as wholes, which would close a cycle through the layer chain. moe_plan routes
-// every token of the layer itself (top-k in shared memory) rather than after a task per token:
-// the hand-off between them cost more than the routing.
+// decides which expert tiles exist and what they wait for (seed 001's two mechanisms): EXP[l]
+// releases the routed experts' gate/up tiles through a range trigger, each gate/up tile notifies
+// its own expert's ACTX, which releases that expert's down tiles, and moe_plan sets how many tiles
+// each count waits for. Tiles of experts no token chose are never released (the static schedule
+// skips them). EXP is one element a layer, not one an expert: the plan releases every routed
+// expert at once, and under dynamic scheduling a fire per expert (a returning add, two table
+// loads) made the plan's leader take 0.73 ms a layer for 128 experts. The edges keep their layer
+// (ir::layer_offset), so the groups are ordered layer by layer rather than as wholes, which would
+// close a cycle through the layer chain. moe_plan routes every token of the layer itself (top-k
+// in shared memory) rather than after a task per token: the hand-off between them cost more than
+// the routing.
 constexpr const char* kMoeBlock = R"evt(
 XE = dim()      # experts of a sparse layer (a dense layer is one)
 XK = dim()      # route slots per token: top-k
@@ -43,7 +46,7 @@ y_s = buffer((T*XK, H), f32)
 
 RLOG = event((L,), wait_count=NR)
 PLANNED = event((L,), wait_count=1)
-EXP = event((L, XE), wait_count=1)          # expert e's gate/up tiles may run
+EXP = event((L,), wait_count=1)             # the layer's routed experts' gate/up tiles may run
 ACTX = event((L, XE), wait_count=runtime)   # expert e's activations: its gate/up tiles (moe_plan sets)
 DONE = event((L,), wait_count=runtime)      # every down tile of the layer (moe_plan sets)
 
@@ -51,12 +54,12 @@ moe_router = call_device(moe_router, tiles=(L, NR), reads=(cfg, wtab, x_mid), wr
                          in_edges={MID: "ln->l"}, out_edges={RLOG: "ln->l"}, layered=true)
 moe_plan = call_device(moe_plan, tiles=(L,), reads=(cfg, wtab, x_mid, router_logits),
                        writes=(route_ids, route_w, exp_indptr, perm, sorted_w, pos, gu_ptr, dn_ptr, tile_expert),
-                       in_edges={RLOG: "l->l"}, out_edges={PLANNED: "l->l", EXP: "l->(l, :)"}, sets=(ACTX, DONE),
+                       in_edges={RLOG: "l->l"}, out_edges={PLANNED: "l->l", EXP: "l->l"}, sets=(ACTX, DONE),
                        layered=true)
 # PLANNED first: a static task reads gu_ptr (dn_ptr) to find the element that releases it.
 moe_gate_up = call_device(moe_expert_gate_up, tiles=(L, MAXGU), reads=(cfg, wtab, x_mid, exp_indptr, perm, gu_ptr),
                           writes=(act_s,),
-                          in_edges={PLANNED: "li->l", EXP: "le->[l*MAXGU + gu_ptr[l, e], l*MAXGU + gu_ptr[l, e+1])"},
+                          in_edges={PLANNED: "li->l", EXP: "l->[l*MAXGU, l*MAXGU + gu_ptr[l, XE])"},
                           out_edges={ACTX: "li->(l, tile_expert[l, i])"}, layered=true, schedule=dynamic)
 moe_down = call_device(moe_expert_down, tiles=(L, MAXDN), reads=(cfg, wtab, act_s, exp_indptr, sorted_w, dn_ptr),
                        writes=(y_s,),
