@@ -17,10 +17,7 @@
 #include "model/weights.h"
 
 #ifdef EVT_HAVE_CUDA
-#include <cuda_runtime.h>
-
 #include "model/cuda_decoder.h"
-#include "runtime/cuda/read_bandwidth.h"
 #endif
 
 namespace evt::cli {
@@ -42,20 +39,6 @@ struct BenchDecodeArgs {
 
 #ifdef EVT_HAVE_CUDA
 
-// The streaming-read bandwidth of this GPU, on a 4 GiB buffer.
-double read_bandwidth_tbps() {
-  void* data = nullptr;
-  const int64_t bytes = int64_t{4} << 30;
-  if (cudaMalloc(&data, bytes) != cudaSuccess || cudaMemset(data, 0x5a, bytes) != cudaSuccess) {
-    fail(kFailed, "cannot allocate 4 GiB for the bandwidth measurement");
-  }
-  double tbps = 0;
-  const cudaError_t e = runtime::cuda::measure_read_bandwidth(data, bytes, 20, &tbps);
-  cudaFree(data);
-  if (e != cudaSuccess) fail(kFailed, fmt::format("bandwidth measurement: {}", cudaGetErrorString(e)));
-  return tbps;
-}
-
 // The weight bytes a step of `batch` tokens reads: every tensor, except in a sparse MoE layer only
 // the experts its tokens choose. Which those are depends on routing; the floor counts the
 // distinct experts expected when each token picks top-k of E uniformly, E (1 - (1 - k / E)^B)
@@ -74,12 +57,8 @@ int64_t weight_bytes(const model::ModelConfig& c, int64_t batch) {
 }
 
 void run_bench_decode(const BenchDecodeArgs& a) {
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) fail(kUsage, "bench decode needs a CUDA device");
-  cudaDeviceProp prop{};
-  cudaGetDeviceProperties(&prop, 0);
-  const double tbps = read_bandwidth_tbps();
-  fmt::print("device: {}, {} SMs; streaming read measured at {:.2f} TB/s\n", prop.name, prop.multiProcessorCount, tbps);
+  const DeviceRead device = measure_device_read("bench decode");
+  const double tbps = device.tbps;
   nlohmann::json results = nlohmann::json::array();
   fmt::print("{:<14} {:>4} {:>6} {:<20} {:>9} {:>9} {:>8}\n", "model", "B", "ctx", "exec", "ms/step", "floor ms",
              "x floor");
@@ -143,8 +122,8 @@ void run_bench_decode(const BenchDecodeArgs& a) {
   }
   if (!a.json_path.empty()) {
     nlohmann::json j = {{"benchmark", "eventide bench decode: device time of one decode step (CUDA events), random weights"},
-                        {"device", prop.name},
-                        {"sms", prop.multiProcessorCount},
+                        {"device", device.name},
+                        {"sms", device.sms},
                         {"read_tbps", tbps},
                         {"commit", a.commit},
                         {"results", results}};

@@ -8,6 +8,12 @@
 #include "cli/command_exit.h"
 #include "cli/stats.h"
 
+#ifdef EVT_HAVE_CUDA
+#include <cuda_runtime.h>
+
+#include "runtime/cuda/read_bandwidth.h"
+#endif
+
 namespace evt::cli {
 
 model::StepBatch decode_batch(const model::ModelConfig& c, int64_t batch, int64_t ctx, int64_t page_size,
@@ -36,5 +42,25 @@ double median_step_ms(model::Decoder& d, const model::StepBatch& batch, int warm
   }
   return median(ms);
 }
+
+#ifdef EVT_HAVE_CUDA
+DeviceRead measure_device_read(const std::string& command) {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) fail(kUsage, command + " needs a CUDA device");
+  cudaDeviceProp prop{};
+  cudaGetDeviceProperties(&prop, 0);
+  void* data = nullptr;
+  const int64_t bytes = int64_t{4} << 30;
+  if (cudaMalloc(&data, bytes) != cudaSuccess || cudaMemset(data, 0x5a, bytes) != cudaSuccess) {
+    fail(kFailed, "cannot allocate 4 GiB for the bandwidth measurement");
+  }
+  double tbps = 0;
+  const cudaError_t e = runtime::cuda::measure_read_bandwidth(data, bytes, 20, &tbps);
+  cudaFree(data);
+  if (e != cudaSuccess) fail(kFailed, fmt::format("bandwidth measurement: {}", cudaGetErrorString(e)));
+  fmt::print("device: {}, {} SMs; streaming read measured at {:.2f} TB/s\n", prop.name, prop.multiProcessorCount, tbps);
+  return {prop.name, prop.multiProcessorCount, tbps};
+}
+#endif
 
 }  // namespace evt::cli

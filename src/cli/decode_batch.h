@@ -1,5 +1,6 @@
 #pragma once
-// The synthetic decode steps the benchmarks and the tuner time, and how they time them.
+// The synthetic decode steps the benchmarks and the tuner time, how they time them, and the
+// bandwidth their floors divide by.
 
 #include <cstdint>
 #include <random>
@@ -21,5 +22,16 @@ model::StepBatch decode_batch(const model::ModelConfig& c, int64_t batch, int64_
 // the GPU, its wall time on the CPU (whose steps report none). A failed step fails the command,
 // its message after `what`.
 double median_step_ms(model::Decoder& d, const model::StepBatch& batch, int warmup, int reps, const std::string& what);
+
+#ifdef EVT_HAVE_CUDA
+// The GPU a benchmark runs on and its streaming-read bandwidth in TB/s, measured now on a 4 GiB
+// buffer (the floors' denominator) and printed. Fails `command` when there is no device.
+struct DeviceRead {
+  std::string name;
+  int sms = 0;
+  double tbps = 0;
+};
+DeviceRead measure_device_read(const std::string& command);
+#endif
 
 }  // namespace evt::cli

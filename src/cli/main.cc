@@ -4,6 +4,7 @@
 
 #include "cli/bench_decode.h"
 #include "cli/bench_engine.h"
+#include "cli/bench_moe.h"
 #include "cli/bench_sched.h"
 #include "cli/bench_serve.h"
 #include "cli/devices_command.h"
@@ -27,6 +28,7 @@ int main(int argc, char** argv) {
   bench->require_subcommand(1);
   evt::cli::add_bench_sched_command(*bench);
   evt::cli::add_bench_decode_command(*bench);
+  evt::cli::add_bench_moe_command(*bench);
   evt::cli::add_bench_engine_command(*bench);
   evt::cli::add_bench_serve_command(*bench);
   try {

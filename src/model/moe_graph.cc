@@ -102,4 +102,22 @@ void bind_moe_dims(const ModelConfig& c, const Tiling& t, int64_t tokens, std::m
   dims["MAXDN"] = std::max(routed * ceil_div(c.hidden_size, t.rows_dn), ceil_div(c.hidden_size, t.rows_h));
 }
 
+Expected<std::vector<MoeBlockTime>> moe_block_times(std::span<const StageTime> stages) {
+  std::map<int64_t, const StageTime*> ready, done, gate_up;  // by layer
+  for (const StageTime& s : stages) {
+    if (s.group == "o_proj") ready[s.layer] = &s;
+    if (s.group == "moe_combine_residual") done[s.layer] = &s;
+    if (s.group == "moe_gate_up") gate_up[s.layer] = &s;
+  }
+  if (done.empty()) return error("the traced step ran no moe_combine_residual task: not an MoE decode graph's step");
+  std::vector<MoeBlockTime> out;
+  for (const auto& [layer, combine] : done) {
+    auto it = ready.find(layer);
+    if (it == ready.end()) return error("the traced step ran no o_proj task in layer {}", layer);
+    auto tiles = gate_up.find(layer);
+    out.push_back({layer, combine->end_us - it->second->end_us, tiles == gate_up.end() ? 0 : tiles->second->tasks});
+  }
+  return out;
+}
+
 }  // namespace evt::model
