@@ -5,7 +5,10 @@
 // notify 128 event elements, as the plan's leader does: a release fence before each add, or one
 // fence and then relaxed adds. Compare with the plan's work in a decode trace to see what the
 // megakernel adds around the same body; the body once more beside a warp that spins on a shared
-// word, as a megakernel block's loader warp does while it waits for the leader's announcement.
+// word, as a megakernel block's loader warp does while it waits for the leader's announcement;
+// and once more while every other SM streams from DRAM, as the megakernel's other SMs stream the
+// next tasks' weights while a layer's plan runs (a dependent load's round trip grows ~10x then:
+// bench/README.md, "The latency stages").
 //   evt_moe_plan_micro [T ...]   (default 1 8 32 128); one JSON object per line, then a table.
 
 #include <cuda/atomic>
@@ -32,10 +35,10 @@ constexpr int64_t kExperts = 128, kTopK = 8, kHidden = 2048, kInter = 768;
 constexpr int64_t kScratch = 200 * 1024;
 constexpr int kNotified = 128;  // EXP elements of one layer
 
-enum Mode { kPlan, kPlanBesideSpinner, kRoute, kFencedAdds, kOneFenceAdds, kModes };
+enum Mode { kPlan, kPlanBesideSpinner, kPlanBesideStream, kRoute, kFencedAdds, kOneFenceAdds, kModes };
 const char* mode_name(int m) {
-  const char* names[] = {"moe_plan body", "body, a warp spinning", "routing alone", "128 adds, a fence each",
-                         "128 adds after one fence"};
+  const char* names[] = {"moe_plan body", "body, a warp spinning", "body, other SMs streaming", "routing alone",
+                         "128 adds, a fence each", "128 adds after one fence"};
   return names[m];
 }
 
@@ -54,9 +57,43 @@ struct Block {
   }
 };
 
+// The streaming blocks of kPlanBesideStream (every block but 0): each reads its slice of `data`
+// with 16-byte loads, eight in flight per thread, until block 0 raises `stop` or the slice ends.
+// `started` counts the blocks that began, so block 0 times the body only once all stream.
+struct Stream {
+  const uint4* data;
+  int64_t slice;  // uint4 per block
+  uint32_t* started;
+  uint32_t* stop;
+  uint32_t* sink;
+};
+
+__device__ void stream_until_stopped(const Stream& s) {
+  if (threadIdx.x == 0) atomicAdd(s.started, 1);
+  const uint4* mine = s.data + (blockIdx.x - 1) * s.slice;
+  cuda::atomic_ref<uint32_t, cuda::thread_scope_device> stop(*s.stop);
+  uint32_t acc = 0;
+  for (int64_t i = threadIdx.x; i + 7 * kThreads < s.slice; i += 8 * kThreads) {
+    if (stop.load(cuda::memory_order_relaxed) != 0) break;
+    uint4 v[8];
+    for (int u = 0; u < 8; ++u) v[u] = __ldcs(mine + i + u * kThreads);
+    for (int u = 0; u < 8; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+  }
+  if (acc == 0x9e3779b9u) *s.sink = acc;  // practically never: keeps the loads alive
+}
+
 __global__ void __launch_bounds__(kThreads, 1)
-    plan_kernel(const DevBuffer* reads, const DevBuffer* writes, uint64_t* counts, int mode, uint64_t* ns) {
+    plan_kernel(const DevBuffer* reads, const DevBuffer* writes, uint64_t* counts, int mode, uint64_t* ns, Stream st) {
   extern __shared__ __align__(16) unsigned char smem[];
+  if (blockIdx.x > 0) {
+    stream_until_stopped(st);
+    return;
+  }
+  if (mode == kPlanBesideStream && threadIdx.x == 0) {
+    cuda::atomic_ref<uint32_t, cuda::thread_scope_device> started(*st.started);
+    for (int i = 0; i < (1 << 24) && started.load(cuda::memory_order_relaxed) + 1 < gridDim.x; ++i) {
+    }
+  }
   __shared__ uint32_t body_done;
   if (threadIdx.x == 0) body_done = 0;
   __syncthreads();
@@ -75,7 +112,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   b.sync();
   uint64_t t0, t1;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-  if (mode == kPlan || mode == kPlanBesideSpinner) {
+  if (mode == kPlan || mode == kPlanBesideSpinner || mode == kPlanBesideStream) {
     llm::moe_plan_body(b, tile, reads, writes);
   } else if (mode == kRoute) {
     const DevBuffer& logits = reads[3];
@@ -93,6 +130,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1));
   if (threadIdx.x == 0) {
     *ns = t1 - t0;
+    cuda::atomic_ref<uint32_t, cuda::thread_scope_device>(*st.stop).store(1, cuda::memory_order_relaxed);
     cuda::atomic_ref<uint32_t, cuda::thread_scope_block>(body_done).store(1, cuda::memory_order_release);
   }
 }
@@ -118,7 +156,7 @@ DevBuffer device_buffer(const void* data, size_t elem, std::vector<int64_t> shap
 struct Timing {
   double median_us, first_us;
 };
-std::vector<Timing> measure(int64_t tokens, void* weights) {
+std::vector<Timing> measure(int64_t tokens, void* weights, Stream stream, int sms) {
   std::vector<int32_t> cfg(llm::kCfgWords, 0);
   cfg[llm::kCfgMoeExperts] = kExperts;
   cfg[llm::kCfgMoeTopK] = kTopK;
@@ -151,7 +189,9 @@ std::vector<Timing> measure(int64_t tokens, void* weights) {
     std::vector<double> us;
     double first = 0;
     for (int i = 0; i < 60; ++i) {
-      plan_kernel<<<1, kThreads, kScratch>>>(d_reads, d_writes, counts.as<uint64_t>(), mode, ns.as<uint64_t>());
+      CHECK(cudaMemset(stream.started, 0, 8));  // started and stop
+      plan_kernel<<<mode == kPlanBesideStream ? sms : 1, kThreads, kScratch>>>(d_reads, d_writes, counts.as<uint64_t>(),
+                                                                            mode, ns.as<uint64_t>(), stream);
       CHECK(cudaGetLastError());
       uint64_t v = 0;
       CHECK(cudaMemcpy(&v, ns.data, 8, cudaMemcpyDeviceToHost));
@@ -179,13 +219,24 @@ int main(int argc, char** argv) {
   CHECK(cudaFuncSetAttribute(plan_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kScratch)));
   void* weights = nullptr;  // any address: the plan never reads the weights
   CHECK(cudaMalloc(&weights, 256));
+  int sms = 0;
+  CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  // 4 GiB to stream, far more than the other SMs read in one body's time; one block per SM.
+  const int64_t stream_bytes = int64_t{4} << 30;
+  Stream stream{};
+  stream.slice = stream_bytes / 16 / (sms - 1);
+  CHECK(cudaMalloc(const_cast<uint4**>(&stream.data), stream_bytes));
+  CHECK(cudaMemset(const_cast<uint4*>(stream.data), 0x5a, stream_bytes));
+  CHECK(cudaMalloc(&stream.started, 16));
+  stream.stop = stream.started + 1;
+  stream.sink = stream.started + 2;
   std::vector<std::vector<Timing>> table;
   for (const int64_t t : token_counts) {
     if (t < 1 || t > 4096) {
       std::fprintf(stderr, "token counts must be 1..4096, not %lld\n", static_cast<long long>(t));
       return 2;
     }
-    table.push_back(measure(t, weights));
+    table.push_back(measure(t, weights, stream, sms));
     for (int m = 0; m < kModes; ++m) {
       const Timing& x = table.back()[static_cast<size_t>(m)];
       std::printf("{\"bench\": \"moe_plan\", \"tokens\": %lld, \"mode\": \"%s\", \"median_us\": %.3f, \"first_launch_us\": %.3f}\n",
@@ -201,5 +252,7 @@ int main(int argc, char** argv) {
     std::printf("\n");
   }
   CHECK(cudaFree(weights));
+  CHECK(cudaFree(const_cast<uint4*>(stream.data)));
+  CHECK(cudaFree(stream.started));
   return 0;
 }
