@@ -235,8 +235,9 @@ class Verifier {
 
   // --- group-level ordering
 
-  // Groups that are complete, transitively, before any task of `group` passes the given in-edges.
-  std::set<int> ancestors(int group, bool data_independent_in_edges_only) const {
+  // Groups that are complete, transitively, before any task of `group` passes the given in-edges
+  // (and, with `waited`, that edge too).
+  std::set<int> ancestors(int group, bool data_independent_in_edges_only, const ir::Edge* waited = nullptr) const {
     std::set<int> seen;
     std::vector<int> stack;
     auto push_producers_of = [&](const std::string& event) {
@@ -251,6 +252,7 @@ class Verifier {
         push_producers_of(e.event);
       }
     }
+    if (waited != nullptr) push_producers_of(waited->event);
     while (!stack.empty()) {
       const int g = stack.back();
       stack.pop_back();
@@ -273,10 +275,11 @@ class Verifier {
       const ir::TaskGroup& group = g_.groups[gi];
       const int self = static_cast<int>(gi);
       // A data-dependent in-edge is resolved after the data-independent ones were waited on,
-      // so those must already cover every writer of its index buffers.
+      // so those must already cover every writer of its index buffers; a single-element trigger
+      // is resolved after its own element was waited on too.
       for (const auto& e : group.in_edges) {
         if (e.map.is_data_independent()) continue;
-        const std::set<int> ready = ancestors(self, true);
+        const std::set<int> ready = ancestors(self, true, ir::single_element_trigger(g_, group, e) ? &e : nullptr);
         for (const auto& buffer : e.map.index_buffers()) {
           for (int w : writers_of(buffer)) {
             if (!ready.count(w)) {

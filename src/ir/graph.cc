@@ -70,6 +70,14 @@ std::optional<int64_t> layer_offset(const Graph& graph, const TaskGroup& group, 
   return constant_value(m.coords[0].expr - Expr::var(m.vars[0]));
 }
 
+bool single_element_trigger(const Graph& graph, const TaskGroup& group, const Edge& edge) {
+  if (edge.map.kind != EdgeMap::Kind::kRangeTrigger) return false;
+  const Event* ev = graph.find_event(edge.event);
+  if (ev == nullptr) return false;
+  if (layer_offset(graph, group, edge)) return ev->shape.size() == 1;
+  return std::all_of(ev->shape.begin(), ev->shape.end(), [](const Expr& d) { return constant_value(d) == 1; });
+}
+
 std::string Edge::str() const { return "{" + event + ": \"" + map.str() + "\"}"; }
 
 std::string binding_str(const Binding& b) {

@@ -99,6 +99,12 @@ struct Graph {
 // when they are data-dependent (TileGraph, the static megakernel order).
 std::optional<int64_t> layer_offset(const Graph& graph, const TaskGroup& group, const Edge& edge);
 
+// Whether a range-trigger in-edge has one element that can release any given task: its event's
+// only element, or the task's layer's only one when the trigger keeps the layer. The static
+// schedule waits for that element before it reads the range, so the element's producers order the
+// index buffers' writes before the read (the generated code and the verifier both rely on it).
+bool single_element_trigger(const Graph& graph, const TaskGroup& group, const Edge& edge);
+
 // Values for a graph's symbolic dims, e.g. {B: 37}.
 using Binding = std::map<std::string, int64_t>;
 std::string binding_str(const Binding& b);  // "B=37, T=4"

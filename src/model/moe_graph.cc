@@ -56,10 +56,11 @@ moe_plan = call_device(moe_plan, tiles=(L,), reads=(cfg, wtab, x_mid, router_log
                        writes=(route_ids, route_w, exp_indptr, perm, sorted_w, pos, gu_ptr, dn_ptr, tile_expert),
                        in_edges={RLOG: "l->l"}, out_edges={PLANNED: "l->l", EXP: "l->l"}, sets=(ACTX, DONE),
                        layered=true)
-# PLANNED first: a static task reads gu_ptr (dn_ptr) to find the element that releases it.
+# A static gate/up task waits for its layer's one EXP element before it reads gu_ptr (the range);
+# a down task reads dn_ptr to find its ACTX element, so PLANNED comes first there.
 moe_gate_up = call_device(moe_expert_gate_up, tiles=(L, MAXGU), reads=(cfg, wtab, x_mid, exp_indptr, perm, gu_ptr),
                           writes=(act_s,),
-                          in_edges={PLANNED: "li->l", EXP: "l->[l*MAXGU, l*MAXGU + gu_ptr[l, XE])"},
+                          in_edges={EXP: "l->[l*MAXGU, l*MAXGU + gu_ptr[l, XE])"},
                           out_edges={ACTX: "li->(l, tile_expert[l, i])"}, layered=true, schedule=dynamic)
 moe_down = call_device(moe_expert_down, tiles=(L, MAXDN), reads=(cfg, wtab, act_s, exp_indptr, sorted_w, dn_ptr),
                        writes=(y_s,),

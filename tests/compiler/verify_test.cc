@@ -172,6 +172,17 @@ TEST(Verify, IndexBufferMustBeReadyBeforeRangeTrigger) {
                 "written by task group count"});
 }
 
+// One element (Counted) releases every expert tile: the static schedule waits for it before it
+// reads the range, so the index buffer its producer (count) wrote needs no other guard. The test
+// above is the same graph with an element per expert, where the task reads the buffer first.
+TEST(Verify, SingleElementTriggerOrdersItsIndexBuffer) {
+  const std::string text = replace(read_example("moe_routed.evt"),
+                                   "in_edges={Counted: \"t->0\", Grouped: \"e->[indptr[e], indptr[e+1])\"}",
+                                   "in_edges={Counted: \"e->[0, indptr[8])\"}");
+  Outcome o = verify_text(text, {{{"B", 4}}});
+  EXPECT_TRUE(o.status.ok()) << o.status.message();
+}
+
 TEST(Verify, DataDependentCountCannotBeInferred) {
   std::string text = replace(read_example("moe_routed.evt"), "Done = event((B,), wait_count=2)", "Done = event((B,))");
   expect_error(verify_text(text), {"event Done: its wait count cannot be inferred", "of task group expert is data-dependent"});

@@ -300,6 +300,14 @@ Expected<bool> Execution::find_trigger(int64_t task, int worker) {
       count = ev.num_elements / ev.shape[0];
       first += tg_.task_coords(task)[0] * count;
     }
+    if (ir::single_element_trigger(graph_, graph_.groups[g], edge)) {
+      // The one element that can cover the task: wait for it, then read its range (its producers
+      // wrote the index buffers before it fired; the verifier asks no other guard for them).
+      EVT_RETURN_IF_ERROR(wait_element(first, worker));
+      EVT_ASSIGN_OR_RETURN(auto range, tg_.trigger_range(edge, first, load_));
+      if (local < range.first || local >= range.second) return false;
+      continue;
+    }
     int64_t found = kNone;
     for (int64_t x = first; x < first + count && found == kNone; ++x) {
       EVT_ASSIGN_OR_RETURN(auto range, tg_.trigger_range(edge, x, load_));
