@@ -7,6 +7,8 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -173,7 +175,11 @@ void add_bench_moe_command(CLI::App& bench) {
       "being complete to the block's output being complete; the median over layers and steps per (tokens, exec mode), "
       "the distinct experts the tokens were routed to, and the floor: the router and those experts' bytes / the "
       "streaming-read bandwidth measured in the same run");
-  cmd->add_option("--preset", o->preset, fmt::format("model shapes with MoE layers: {}", fmt::join(model::preset_names(), ", ")))
+  std::vector<std::string> moe_presets;  // the presets with MoE layers
+  for (const std::string& name : model::preset_names()) {
+    if (auto c = model::preset_config(name); c.ok() && c->has_moe_layers()) moe_presets.push_back(name);
+  }
+  cmd->add_option("--preset", o->preset, fmt::format("model shapes with MoE layers: {}", fmt::join(moe_presets, ", ")))
       ->capture_default_str();
   cmd->add_option("--tokens", o->tokens, "token counts (decode sequences of one token each), comma-separated")
       ->delimiter(',')

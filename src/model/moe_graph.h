@@ -2,12 +2,12 @@
 // The decode graph of a Qwen3-MoE model: the dense decode graph (graphs/dense_decode.evt.in) with
 // its MLP groups (gate_up, down) and their act buffer and ACT event replaced by the sparse block's
 // groups, events and buffers (docs/moe_decode.md): router tiles, a per-layer plan that routes
-// every token (top-k) and sorts the (token, slot) rows by expert, gate/up and down tiles that each work for
-// one routed expert, released by the plan's data-dependent events (the grids are bounded by the
-// experts that can be routed), and a combine that adds the weighted expert outputs to the
-// residual. A dense layer of the model is one expert of weight 1. Derived from the dense graph
-// rather than written out again, so embedding, attention, the LM head and sampling stay the dense
-// graph's as it changes; evt_moe_graph writes it out at build time for evt_codegen.
+// every token (top-k) and sorts the (token, slot) rows by expert, gate/up and down tiles that
+// each work for one routed expert, released by the plan's data-dependent events (the grids are
+// bounded by the experts that can be routed), and a combine that adds the weighted expert outputs
+// to the residual. A dense layer of the model is one expert of weight 1. Derived from the dense
+// graph rather than written out again, so embedding, attention, the LM head and sampling stay the
+// dense graph's as it changes; evt_moe_graph writes it out at build time for evt_codegen.
 
 #include <map>
 #include <span>
