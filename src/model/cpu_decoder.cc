@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <map>
+#include <optional>
 #include <span>
 #include <utility>
 
@@ -66,7 +67,6 @@ class CpuDecoder final : public Decoder {
 
   Status trace_next_step(const std::string& path) override {
     if (options_.exec == Exec::kReference) return error("--exec reference runs on the executor, which is not traced");
-    trace_next_ = true;
     trace_path_ = path;
     return Status();
   }
@@ -150,16 +150,11 @@ class CpuDecoder final : public Decoder {
     typename mk::CpuMegakernel<MK>::Options o;
     o.workers = options_.workers;
     o.schedule = schedule_of(options_.exec);
-    o.trace = std::exchange(trace_next_, false);
+    const std::optional<std::string> trace_path = std::exchange(trace_path_, std::nullopt);
+    o.trace = trace_path.has_value();
     const Status ran = megakernel_.run(p, o);
-    if (o.trace) {
-      const std::string path = std::exchange(trace_path_, "");
-      if (!path.empty()) {
-        EVT_RETURN_IF_ERROR(mk::write_chrome_trace(path, megakernel_.last_trace(), [&](int g, int64_t linear) {
-          return MK::task_name(p, g, linear);
-        }));
-      }
-      stages = stage_times<MK>(p, megakernel_.last_trace());
+    if (trace_path) {
+      EVT_ASSIGN_OR_RETURN(stages, finish_trace<MK>(p, megakernel_.last_trace(), *trace_path));
     }
     EVT_RETURN_IF_ERROR(ran);
     const auto view = [&](const char* name) {
@@ -183,8 +178,7 @@ class CpuDecoder final : public Decoder {
   std::vector<std::vector<uint64_t>> scratch_;            // megakernel scratch, per buffer
   std::unique_ptr<runtime::cpu::BufferStore> store_;     // the reference run's buffers
   mk::CpuMegakernel<MK> megakernel_;
-  bool trace_next_ = false;
-  std::string trace_path_;  // non-empty: write the next step's trace into this file
+  std::optional<std::string> trace_path_;  // set: trace the next step (and write it there unless empty)
 };
 
 template <class MK>

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <utility>
 
 #include "kernels/llm/sample.h"
@@ -146,7 +147,6 @@ class CudaDecoder final : public Decoder {
     if (options_.exec == Exec::kGraphs) {
       return error("--exec graphs: traces cover the launches of the megakernel and kernels modes, not graph replays");
     }
-    trace_next_ = true;
     trace_path_ = path;
     return Status();
   }
@@ -180,7 +180,8 @@ class CudaDecoder final : public Decoder {
     o.cuda_graph = replay;
     o.blocks = blocks();
     o.scratch_bytes = static_cast<int>(plan.scratch_bytes);
-    o.trace = std::exchange(trace_next_, false);
+    const std::optional<std::string> trace_path = std::exchange(trace_path_, std::nullopt);
+    o.trace = trace_path.has_value();
     EVT_CUDA_RETURN(cudaEventRecord(start_, stream_));
     EVT_RETURN_IF_ERROR(megakernel_->enqueue(p, o));
     EVT_CUDA_RETURN(cudaEventRecord(end_, stream_));
@@ -190,15 +191,8 @@ class CudaDecoder final : public Decoder {
       stats_.graphs_captured = static_cast<int64_t>(megakernel_->captured_graphs());
     }
     StepOutput out;
-    if (o.trace) {
-      const std::string path = std::exchange(trace_path_, "");
-      const std::vector<mk::TraceEvent>& trace = megakernel_->last_trace();
-      if (!path.empty()) {
-        EVT_RETURN_IF_ERROR(mk::write_chrome_trace(path, trace, [&](int g, int64_t linear) {
-          return MK::task_name(p, g, linear);
-        }));
-      }
-      out.stages = stage_times<MK>(p, trace);
+    if (trace_path) {
+      EVT_ASSIGN_OR_RETURN(out.stages, finish_trace<MK>(p, megakernel_->last_trace(), *trace_path));
     }
     float ms = 0;
     EVT_CUDA_RETURN(cudaEventElapsedTime(&ms, start_, end_));
@@ -333,8 +327,7 @@ class CudaDecoder final : public Decoder {
   std::vector<DeviceWords> scratch_;
   StepBatch padded_;
   DecoderStats stats_;
-  bool trace_next_ = false;
-  std::string trace_path_;  // non-empty: write the next step's trace into this file
+  std::optional<std::string> trace_path_;  // set: trace the next step (and write it there unless empty)
 };
 
 Expected<std::unique_ptr<Decoder>> make(const ModelConfig& config, std::shared_ptr<const LoadedModel> model,

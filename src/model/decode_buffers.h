@@ -70,4 +70,16 @@ std::vector<StageTime> stage_times(const mk::ParamsOf<MK>& p, const std::vector<
   return out;
 }
 
+// What a traced step returns: the trace as a Chrome trace written to `path` (none when it is
+// empty), and its stages (Decoder::trace_next_step).
+template <class MK>
+Expected<std::vector<StageTime>> finish_trace(const mk::ParamsOf<MK>& p, const std::vector<mk::TraceEvent>& trace,
+                                              const std::string& path) {
+  if (!path.empty()) {
+    EVT_RETURN_IF_ERROR(
+        mk::write_chrome_trace(path, trace, [&](int g, int64_t linear) { return MK::task_name(p, g, linear); }));
+  }
+  return stage_times<MK>(p, trace);
+}
+
 }  // namespace evt::model

@@ -5,6 +5,7 @@
 
 #include "model/decode_fixture_test.h"
 #include "model/moe_graph.h"
+#include "util/int_math.h"
 
 namespace evt::model::testing {
 namespace {
@@ -78,10 +79,10 @@ TEST_P(FixtureDecode, TracedStepTimesItsStagesByLayer) {
   for (const MoeBlockTime& b : *blocks) {
     EXPECT_GT(b.us, 0) << "layer " << b.layer;
     if (!c.is_moe_layer(b.layer)) {
-      EXPECT_EQ(b.gate_up_tiles, (c.intermediate_size + tiling.rows_i - 1) / tiling.rows_i) << "layer " << b.layer;
+      EXPECT_EQ(b.gate_up_tiles, ceil_div(c.intermediate_size, tiling.rows_i)) << "layer " << b.layer;
       continue;
     }
-    const int64_t per_expert = (c.moe->moe_intermediate_size + tiling.rows_xi - 1) / tiling.rows_xi;
+    const int64_t per_expert = ceil_div(c.moe->moe_intermediate_size, tiling.rows_xi);
     EXPECT_EQ(b.gate_up_tiles % per_expert, 0) << "layer " << b.layer;
     const int64_t experts = b.gate_up_tiles / per_expert;
     EXPECT_GE(experts, c.moe->num_experts_per_tok) << "layer " << b.layer;

@@ -145,7 +145,7 @@ TEST_P(LayeredStack, TraceSpansEachLayer) {
   EXPECT_EQ(seen, expected);
   if (mode.schedule == mk::kKernels) {
     for (size_t i = 1; i < spans.size(); ++i) {
-      const auto& [before, after] = std::pair(spans[i - 1], spans[i]);
+      const mk::StageSpan &before = spans[i - 1], &after = spans[i];
       if (before.group == after.group) EXPECT_GE(after.start_ns, before.end_ns) << "layer " << after.layer;
     }
   }
