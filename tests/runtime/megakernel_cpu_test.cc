@@ -107,6 +107,45 @@ TEST_P(LayeredStack, MatchesExecutor) {
 }
 INSTANTIATE_TEST_SUITE_P(MegakernelCpu, LayeredStack, kModes);
 
+// A task's barriers survive the trace's packing: those before its start (the inline queue's
+// hand-out) are dropped, an odd count and more than the record holds come back as recorded, and
+// the trace buffer's later words of an untraced worker are left alone.
+struct BarrierWorker {
+  std::vector<uint64_t> pending;
+  int id() const { return 0; }
+  uint64_t now_ns() const { return 1000; }
+  template <class Fn>
+  void take_barriers(Fn&& fn) {
+    for (const uint64_t t : pending) fn(t);
+    pending.clear();
+  }
+};
+
+TEST(Trace, BarriersRoundTripThroughTheRecord) {
+  std::vector<uint64_t> words(1 + mk::kTraceWords * 3, 0);
+  mk::LaunchArgs a{};
+  a.trace = words.data();
+  a.trace_tasks_per_worker = 3;
+  BarrierWorker w;
+  w.pending = {90, 105, 130, 170};  // 90 comes before the task's start
+  mk::trace_task(w, a, 2, 7, 100, 104);
+  std::vector<uint64_t> many;
+  for (int k = 0; k < mk::kTraceBarriers + 3; ++k) many.push_back(200 + k);
+  w.pending = many;
+  mk::trace_task(w, a, 1, 8, 200, 200);
+  mk::trace_task(w, a, 1, 9, 300, 310);  // no barriers
+  const auto events = mk::decode_trace(words, 1, 3);
+  ASSERT_EQ(events.size(), 3u);
+  EXPECT_EQ(events[0].group, 2);
+  EXPECT_EQ(events[0].linear, 7);
+  EXPECT_EQ(events[0].end_ns, 1000u);
+  EXPECT_EQ(events[0].barriers_ns, (std::vector<uint64_t>{105, 130, 170}));
+  EXPECT_EQ(events[1].barriers_ns,
+            std::vector<uint64_t>(many.begin(), many.begin() + mk::kTraceBarriers));  // the first ones
+  EXPECT_TRUE(events[2].barriers_ns.empty());
+  EXPECT_EQ(events[2].waited_ns, 310u);
+}
+
 // A trace grouped by stage and layer (what `eventide bench moe` times): one span per layer of the
 // layered group and one for each other group, every task counted once; the kernels mode traces
 // too, and there each layer's launch begins after the one before it ends.

@@ -106,13 +106,20 @@ struct SeedName {
   }
 };
 
-// A traced launch recorded each of its `tasks` tasks exactly once, in time order, on a valid worker.
+// A traced launch recorded each of its `tasks` tasks exactly once, in time order, on a valid worker,
+// its barriers (if any) in order between the end of its wait and its end.
 inline void expect_each_task_traced_once(const std::vector<mk::TraceEvent>& trace, size_t tasks, int workers) {
   ASSERT_EQ(trace.size(), tasks);
   std::set<std::pair<int, int64_t>> seen;
   for (const auto& e : trace) {
     EXPECT_LE(e.start_ns, e.waited_ns);
     EXPECT_LE(e.waited_ns, e.end_ns);
+    uint64_t last = e.waited_ns;
+    for (const uint64_t t : e.barriers_ns) {
+      EXPECT_LE(last, t);
+      last = t;
+    }
+    EXPECT_LE(last, e.end_ns);
     EXPECT_LT(e.worker, workers);
     seen.insert({e.group, e.linear});
   }

@@ -1131,30 +1131,6 @@ void Emitter::emit_group_code(size_t gi) {
     open(fmt::format("if constexpr (!mk::runs_dynamic(kS, {})) {{", dynamic_flag(gi)));
     // The elements to look through: only the task's layer's when the trigger keeps the layer.
     const bool per_layer = ir::layer_offset(g_, group, in).has_value();
-    if (ir::single_element_trigger(g_, group, in)) {
-      // One element can cover the task: wait for it first and read its range after, so the index
-      // buffers need no other event to guard them (its producer wrote them before it fired).
-      line("const int64_t found = " + std::string(per_layer ? "t[0]" : "0") + ";");
-      open("if constexpr (kS != mk::kKernels) {");
-      line(wait_on(in, "found"));
-      close();
-      open("{");
-      Scope es = dims_scope();
-      const std::vector<std::string> coords = emit_element_coords(ev, "found");
-      for (size_t k = 0; k < coords.size(); ++k) es.vars[in.map.vars[k]] = coords[k];
-      line(fmt::format("if (linear < {} || linear >= {}) return mk::kSkip;", expr(in.map.range_begin, es),
-                       expr(in.map.range_end, es)));
-      close();
-      close();
-      continue;
-    }
-    line("int64_t found = -1;");
-    if (per_layer) {
-      line(fmt::format("const int64_t count = {}, first = t[0] * count;",
-                       product_expr(std::vector<Expr>(ev.shape.begin() + 1, ev.shape.end()))));
-    } else {
-      line(fmt::format("const int64_t count = {}, first = 0;", product_expr(ev.shape)));
-    }
     // Element x's range, as `begin` and `end` (each use declares x's coordinates in its own block).
     const auto range_of = [&](const std::string& x, const std::string& use) {
       open("{");
@@ -1167,6 +1143,24 @@ void Emitter::emit_group_code(size_t gi) {
       line(use);
       close();
     };
+    if (ir::single_element_trigger(g_, group, in)) {
+      // One element can cover the task: wait for it first and read its range after, so the index
+      // buffers need no other event to guard them (its producer wrote them before it fired).
+      line("const int64_t found = " + std::string(per_layer ? "t[0]" : "0") + ";");
+      open("if constexpr (kS != mk::kKernels) {");
+      line(wait_on(in, "found"));
+      close();
+      range_of("found", "if (linear < begin || linear >= end) return mk::kSkip;");
+      close();
+      continue;
+    }
+    line("int64_t found = -1;");
+    if (per_layer) {
+      line(fmt::format("const int64_t count = {}, first = t[0] * count;",
+                       product_expr(std::vector<Expr>(ev.shape.begin() + 1, ev.shape.end()))));
+    } else {
+      line(fmt::format("const int64_t count = {}, first = 0;", product_expr(ev.shape)));
+    }
     // Ranges that abut along the one coordinate searched (end(e) is begin(e + 1), as a table of
     // prefix sums gives) rise, since none is reversed: a binary search finds the covering one.
     const std::string last = in.map.vars.back();

@@ -20,6 +20,9 @@ class CpuWorker {
   int count() const { return count_; }
   bool leader() const { return true; }
   void sync() const {}
+  // A block of one thread has no barriers to trace.
+  template <class Fn>
+  void take_barriers(Fn&&) const {}
   template <typename T>
   T share(T v) const {
     return v;

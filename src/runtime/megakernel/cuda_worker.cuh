@@ -19,6 +19,8 @@ struct WorkerShared {
   uint64_t share_slots[2];              // share()
   RingState ring;                       // the weight ring's control words
   int64_t inline_tasks[kInlineSlots];   // the leader's queue of inline tasks
+  uint64_t barriers[kTraceBarriers];    // when tracing: the barriers' release times (sync())
+  uint32_t barrier_count;               // since take_barriers()
 };
 
 class CudaWorker {
@@ -30,6 +32,7 @@ class CudaWorker {
   // Every thread of the block, once at the start: sets up the ring.
   __device__ void init() {
     if (threadIdx.x == 0 && stages_ > 0) init_ring(shared_->ring, stages_, consumers_ / 32);
+    if (threadIdx.x == 0) shared_->barrier_count = 0;
     __syncthreads();
   }
 
@@ -37,8 +40,22 @@ class CudaWorker {
   __device__ int count() const { return static_cast<int>(gridDim.x); }
   __device__ bool leader() const { return threadIdx.x == 0; }
   __device__ bool is_loader() const { return static_cast<int>(threadIdx.x) >= consumers_; }
-  // A barrier of the consumer threads (named barrier 1; the loader warp never waits on it).
-  __device__ void sync() const { asm volatile("bar.sync 1, %0;" ::"r"(consumers_) : "memory"); }
+  // A barrier of the consumer threads (named barrier 1; the loader warp never waits on it). When
+  // tracing, the leader notes when it released (trace_task).
+  __device__ void sync() const {
+    asm volatile("bar.sync 1, %0;" ::"r"(consumers_) : "memory");
+    if (a_.trace != nullptr && leader()) {
+      const uint32_t n = shared_->barrier_count++;
+      if (n < kTraceBarriers) shared_->barriers[n] = now_ns();
+    }
+  }
+  // The leader: fn(t) for each barrier noted since the last call, in order; then forgets them.
+  template <class Fn>
+  __device__ void take_barriers(Fn&& fn) const {
+    const uint32_t n = shared_->barrier_count < kTraceBarriers ? shared_->barrier_count : kTraceBarriers;
+    for (uint32_t k = 0; k < n; ++k) fn(shared_->barriers[k]);
+    shared_->barrier_count = 0;
+  }
   // One barrier: the two slots alternate, and a slot is written again only two shares later,
   // after every thread passed the barrier of the share in between, so all have read it.
   template <typename T>

@@ -122,7 +122,7 @@ struct LaunchArgs {
   uint64_t* pending;        // per task: releases received (dynamic)
   uint64_t* next_arena;     // the other arena, zeroed during this launch for the next one
   int64_t next_arena_words;
-  // Tracing, off when null: per worker, a count word then kTraceWords per task.
+  // Tracing, off when null: per worker, a count word then kTraceWords per task (trace_task).
   uint64_t* trace;
   int64_t trace_tasks_per_worker;
   // CUDA: bytes of the blocks' scratch (dynamic shared memory) for this launch; 0 for the most
@@ -134,16 +134,39 @@ struct LaunchArgs {
 };
 
 // One traced task: what ran, when the leader began waiting, when the wait ended, and when the
-// notifications were done (%globaltimer nanoseconds on the GPU).
-inline constexpr int kTraceWords = 4;
+// notifications were done (%globaltimer nanoseconds on the GPU); then when each of the task's
+// first kTraceBarriers block barriers released (the one after the wait, the body's, the one
+// before the notifications), as 32-bit offsets from the start plus one, two a word, 0 past the
+// last. The barriers place a task's time inside its body without touching the bodies.
+inline constexpr int kTraceBarriers = 12;
+inline constexpr int kTraceWords = 4 + kTraceBarriers / 2;
 
 template <class W>
 EVT_HD void trace_task(W& w, const LaunchArgs& a, int group, int64_t linear, uint64_t start, uint64_t waited) {
   const uint64_t end = w.now_ns();  // before the bookkeeping below, whose load may miss
   uint64_t* mine = a.trace + static_cast<int64_t>(w.id()) * (1 + kTraceWords * a.trace_tasks_per_worker);
   const uint64_t n = mine[0];
-  if (static_cast<int64_t>(n) >= a.trace_tasks_per_worker) return;  // full: later tasks go untraced
-  uint64_t* r = mine + 1 + kTraceWords * n;
+  const bool full = static_cast<int64_t>(n) >= a.trace_tasks_per_worker;  // later tasks go untraced
+  uint64_t* r = mine + 1 + kTraceWords * (full ? 0 : n);
+  // The worker's barriers since the last traced task; those before this one's start belong to
+  // neither (the inline queue's hand-out).
+  int k = 0;
+  uint64_t pair = 0;
+  w.take_barriers([&](uint64_t t) {
+    if (t < start || k >= kTraceBarriers) return;
+    pair |= uint64_t{static_cast<uint32_t>(t - start + 1)} << (32 * (k % 2));
+    if (k % 2 == 1 && !full) {
+      r[4 + k / 2] = pair;
+      pair = 0;
+    }
+    ++k;
+  });
+  if (full) return;
+  if (k % 2 == 1) {
+    r[4 + k / 2] = pair;
+    ++k;
+  }
+  for (; k < kTraceBarriers; k += 2) r[4 + k / 2] = 0;
   r[0] = (static_cast<uint64_t>(group) << 40) | static_cast<uint64_t>(linear);
   r[1] = start;
   r[2] = waited;

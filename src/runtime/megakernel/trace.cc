@@ -18,8 +18,14 @@ std::vector<TraceEvent> decode_trace(std::span<const uint64_t> words, int worker
     const int64_t n = std::min<int64_t>(static_cast<int64_t>(mine[0]), tasks_per_worker);
     for (int64_t k = 0; k < n; ++k) {
       const uint64_t* r = mine + 1 + kTraceWords * k;
-      events.push_back({w, static_cast<int>(r[0] >> 40), static_cast<int64_t>(r[0] & ((uint64_t{1} << 40) - 1)), r[1],
-                        r[2], r[3]});
+      TraceEvent e{w, static_cast<int>(r[0] >> 40), static_cast<int64_t>(r[0] & ((uint64_t{1} << 40) - 1)), r[1],
+                   r[2], r[3], {}};
+      for (int b = 0; b < kTraceBarriers; ++b) {
+        const auto offset = static_cast<uint32_t>(r[4 + b / 2] >> (32 * (b % 2)));
+        if (offset == 0) break;
+        e.barriers_ns.push_back(e.start_ns + offset - 1);
+      }
+      events.push_back(std::move(e));
     }
   }
   return events;
@@ -49,9 +55,11 @@ Status write_chrome_trace(const std::string& path, const std::vector<TraceEvent>
   nlohmann::json trace = nlohmann::json::array();
   for (const auto& e : events) {
     const std::string name = task_name(e.group, e.linear);
+    nlohmann::json barriers = nlohmann::json::array();
+    for (const uint64_t t : e.barriers_ns) barriers.push_back(us(t) - us(e.start_ns));
     trace.push_back({{"name", name}, {"cat", "task"}, {"ph", "X"}, {"pid", 0}, {"tid", e.worker},
                      {"ts", us(e.start_ns)}, {"dur", us(e.end_ns) - us(e.start_ns)},
-                     {"args", {{"wait_us", us(e.waited_ns) - us(e.start_ns)}}}});
+                     {"args", {{"wait_us", us(e.waited_ns) - us(e.start_ns)}, {"barriers_us", barriers}}}});
     if (e.waited_ns > e.start_ns) {
       trace.push_back({{"name", "wait"}, {"cat", "wait"}, {"ph", "X"}, {"pid", 0}, {"tid", e.worker},
                        {"ts", us(e.start_ns)}, {"dur", us(e.waited_ns) - us(e.start_ns)}});

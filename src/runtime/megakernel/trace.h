@@ -1,6 +1,7 @@
 #pragma once
 // Per-task traces of a megakernel launch (support.h's trace buffer), written as Chrome trace
-// JSON that Perfetto opens: one track per SM (worker), a slice per task with its wait inside.
+// JSON that Perfetto opens: one track per SM (worker), a slice per task with its wait inside and
+// its block barriers' times as arguments.
 
 #include <cstdint>
 #include <functional>
@@ -17,6 +18,9 @@ struct TraceEvent {
   int group = 0;
   int64_t linear = 0;
   uint64_t start_ns = 0, waited_ns = 0, end_ns = 0;
+  // When the task's block barriers released, in order (the first ones; none on the CPU, whose
+  // blocks are one thread): the one that ends the wait, the body's own, the one that ends the body.
+  std::vector<uint64_t> barriers_ns;
 };
 
 // The tasks of one group in one layer of a traced launch (layer -1: a group that is not

@@ -221,7 +221,7 @@ TEST(MegakernelGpu, WrongCountTimesOutAndTheGpuStaysUsable) {
   check_file_against_executor<generated::splitk::Megakernel>(testing::example_path("splitk.evt"), Mode{mk::kStatic}, 5);
 }
 
-TEST(MegakernelGpu, TraceRecordsEveryTaskOnce) {
+TEST(MegakernelGpu, TraceRecordsEveryTaskOnceWithItsBarriers) {
   using MK = generated::splitk::Megakernel;
   const int64_t b = 9;
   const ir::Graph g = testing::compiled_example("splitk.evt", {{"B", b}});
@@ -238,6 +238,8 @@ TEST(MegakernelGpu, TraceRecordsEveryTaskOnce) {
     ASSERT_TRUE((*kernel)->run(*params, {.schedule = s, .trace = true}).ok());
     SCOPED_TRACE(::testing::Message() << "schedule " << s);
     testing::expect_each_task_traced_once((*kernel)->last_trace(), static_cast<size_t>(b * 5), (*kernel)->sms());
+    // A GPU block passes at least the barrier that shares the wait's outcome and the one after the body.
+    for (const auto& e : (*kernel)->last_trace()) EXPECT_GE(e.barriers_ns.size(), 2u);
   }
   ASSERT_TRUE((*kernel)->run(*params, {}).ok());
   EXPECT_TRUE((*kernel)->last_trace().empty());
