@@ -108,8 +108,8 @@ TEST_P(LayeredStack, MatchesExecutor) {
 INSTANTIATE_TEST_SUITE_P(MegakernelCpu, LayeredStack, kModes);
 
 // A task's barriers survive the trace's packing: those before its start (the inline queue's
-// hand-out) are dropped, an odd count and more than the record holds come back as recorded, and
-// the trace buffer's later words of an untraced worker are left alone.
+// hand-out) are dropped, an odd count and more than the record holds come back as recorded; once
+// the worker's records are full, a task writes nothing and its barriers are forgotten.
 struct BarrierWorker {
   std::vector<uint64_t> pending;
   int id() const { return 0; }
@@ -144,6 +144,11 @@ TEST(Trace, BarriersRoundTripThroughTheRecord) {
             std::vector<uint64_t>(many.begin(), many.begin() + mk::kTraceBarriers));  // the first ones
   EXPECT_TRUE(events[2].barriers_ns.empty());
   EXPECT_EQ(events[2].waited_ns, 310u);
+  const std::vector<uint64_t> before = words;
+  w.pending = {410, 420, 430};
+  mk::trace_task(w, a, 1, 10, 400, 400);  // a fourth task: past the worker's 3 records
+  EXPECT_EQ(words, before);
+  EXPECT_TRUE(w.pending.empty());
 }
 
 // A trace grouped by stage and layer (what `eventide bench moe` times): one span per layer of the
