@@ -10,13 +10,13 @@
 
 namespace evt::kernels::llm {
 
-// The block the decode bodies are written for: one per SM, 15 warps to run the bodies, and up to
+// The block the decode bodies are written for: one per SM, 12 warps to run the bodies, and up to
 // kDecodeScratchBytes of the SM's 227 KiB of shared memory as scratch for the projections' staged
-// activations and sums (gemv.h). With the loader warp the block has 16 warps, four per scheduler
-// partition, so each thread may hold 128 registers (a 17th warp would cut that to 96: ptxas then
-// spilled up to 3 KB per thread). The most scratch a step asks for leaves at least four 16 KiB
-// stages for the weight ring.
-inline constexpr int kDecodeThreads = 480;
+// activations and sums (gemv.h). With the loader warp the block has 13 warps, so each thread may
+// hold 152 registers (with 15 warps and 128 registers a 0.6B decode step ran 35M local-memory
+// instructions of spills and stack, 8% of all it ran: bench/README.md). The most scratch a step
+// asks for leaves at least four 16 KiB stages for the weight ring.
+inline constexpr int kDecodeThreads = 384;
 inline constexpr int kDecodeScratchBytes = 159 * 1024;
 
 // Words of the i32 `cfg` buffer.
