@@ -146,27 +146,21 @@ EVT_HD void trace_task(W& w, const LaunchArgs& a, int group, int64_t linear, uin
   const uint64_t end = w.now_ns();  // before the bookkeeping below, whose load may miss
   uint64_t* mine = a.trace + static_cast<int64_t>(w.id()) * (1 + kTraceWords * a.trace_tasks_per_worker);
   const uint64_t n = mine[0];
-  const bool full = static_cast<int64_t>(n) >= a.trace_tasks_per_worker;  // later tasks go untraced
-  uint64_t* r = mine + 1 + kTraceWords * (full ? 0 : n);
-  // The worker's barriers since the last traced task; those before this one's start belong to
-  // neither (the inline queue's hand-out).
+  if (static_cast<int64_t>(n) >= a.trace_tasks_per_worker) {  // later tasks go untraced
+    w.take_barriers([](uint64_t) {});
+    return;
+  }
+  uint64_t* r = mine + 1 + kTraceWords * n;
+  // The worker's barriers since the last traced task, two a word; those before this one's start
+  // belong to neither (the inline queue's hand-out).
   int k = 0;
-  uint64_t pair = 0;
   w.take_barriers([&](uint64_t t) {
     if (t < start || k >= kTraceBarriers) return;
-    pair |= uint64_t{static_cast<uint32_t>(t - start + 1)} << (32 * (k % 2));
-    if (k % 2 == 1 && !full) {
-      r[4 + k / 2] = pair;
-      pair = 0;
-    }
+    const uint64_t offset = static_cast<uint32_t>(t - start + 1);
+    r[4 + k / 2] = k % 2 == 0 ? offset : r[4 + k / 2] | offset << 32;
     ++k;
   });
-  if (full) return;
-  if (k % 2 == 1) {
-    r[4 + k / 2] = pair;
-    ++k;
-  }
-  for (; k < kTraceBarriers; k += 2) r[4 + k / 2] = 0;
+  for (k = (k + 1) / 2; k < kTraceBarriers / 2; ++k) r[4 + k] = 0;
   r[0] = (static_cast<uint64_t>(group) << 40) | static_cast<uint64_t>(linear);
   r[1] = start;
   r[2] = waited;
