@@ -248,8 +248,10 @@ void Emitter::emit_decode(const std::vector<int>& before, const std::vector<int>
     for (int g : layered) round += " + " + layer_tiles_expr(g);
     line(fmt::format("const int64_t layers = {}, round = {};", expr(layers_, dims_scope()), round));
     open(fmt::format("if ({} < first + layers * round) {{", index));
-    line(fmt::format("const int64_t layer = ({} - first) / round;", index));
-    line(fmt::format("int64_t r = ({} - first) % round;", index));
+    // mk::floor_div: a 32-bit division where the values fit, as they do; a 64-bit one is a
+    // subroutine call, and this runs between every two tasks on the leader's path.
+    line(fmt::format("const int64_t layer = mk::floor_div({} - first, round);", index));
+    line(fmt::format("int64_t r = ({} - first) - layer * round;", index));
     for (int g : layered) {
       line(fmt::format("n = {};", layer_tiles_expr(g)));
       line(fmt::format("if (r < n) {{ group = {}; linear = layer * n + r; return; }}", g));
