@@ -417,6 +417,9 @@ EVT_HD void gemv_run(const Block& b, const Job& j) {
   if (j.groups > 0 && j.g0 + j.groups > j.shape.panel_first(j.g0) + j.shape.panel_width(j.g0)) {
     throw std::logic_error("gemv: the tile's row groups straddle two panels of the weight layout");
   }
+  if (j.groups > int64_t{kMaxGroupsPerWarp} * p.warps) {
+    throw std::logic_error("gemv: the tile has more row groups than its warps hold in registers");
+  }
 #endif
   const WeightStream s = gemv_stream(b, j);
   auto reader = b.weights(s);
