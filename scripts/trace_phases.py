@@ -9,9 +9,11 @@ stage's last-ending task and splits its time into
   share   the block barrier that hands the wait's outcome to every thread,
   body    the phases between the body's block barriers (`barriers_us` in the trace),
   notify  from the last barrier to the task's end (notifications).
-It prints the medians over layers --first..--last.
+It prints the medians over layers --first..--last, then the gaps between a worker's consecutive
+tasks (from one task's end to the next one's start: its trace bookkeeping, the inline queue's
+check, the scheduler's next task) by the pair of groups, over the whole step.
 
-  python3 scripts/trace_phases.py TRACE.json.gz --order qkv,rope,attention,merge,o_proj,gate_up,down
+  python3 scripts/trace_phases.py TRACE.json.gz --order qkv,rope,attention,o_proj,gate_up,down
 """
 import argparse
 import collections
@@ -24,13 +26,39 @@ import statistics
 def load_tasks(path):
     opener = gzip.open if path.endswith(".gz") else open
     with opener(path, "rt") as f:
-        events = json.load(f)["traceEvents"]
+        return [e for e in json.load(f)["traceEvents"] if e.get("cat") == "task"]
+
+
+def group_of(task):
+    return task["name"].split("(")[0]
+
+
+def by_stage_and_layer(tasks):
     by_stage = collections.defaultdict(list)  # (group, layer) -> tasks
-    for e in events:
-        m = re.match(r"(\w+)\(([^)]*)\)", e["name"]) if e.get("cat") == "task" else None
+    for e in tasks:
+        m = re.match(r"(\w+)\(([^)]*)\)", e["name"])
         if m and m.group(2).strip():
             by_stage[(m.group(1), int(m.group(2).split(",")[0]))].append(e)
     return by_stage
+
+
+def worker_gaps(tasks):
+    """(group before, group after) -> {count, median_us, p10_us, p90_us} of the idle time between
+    consecutive tasks of one worker (one Chrome trace thread)."""
+    by_worker = collections.defaultdict(list)
+    for e in tasks:
+        by_worker[(e["pid"], e["tid"])].append(e)
+    gaps = collections.defaultdict(list)
+    for run in by_worker.values():
+        run.sort(key=lambda e: e["ts"])
+        for a, b in zip(run, run[1:]):
+            gaps[(group_of(a), group_of(b))].append(b["ts"] - (a["ts"] + a["dur"]))
+    out = {}
+    for pair, v in sorted(gaps.items(), key=lambda kv: -len(kv[1])):
+        v.sort()
+        out[pair] = {"count": len(v), "median_us": statistics.median(v), "p10_us": v[len(v) // 10],
+                     "p90_us": v[9 * len(v) // 10]}
+    return out
 
 
 def critical_path(by_stage, order, first, last):
@@ -63,7 +91,8 @@ def main():
     p.add_argument("--last", type=int, default=None, help="last layer to take (default: the last but one)")
     p.add_argument("--json", help="also write the result as JSON to this file")
     a = p.parse_args()
-    by_stage = load_tasks(a.trace)
+    tasks = load_tasks(a.trace)
+    by_stage = by_stage_and_layer(tasks)
     order = a.order.split(",")
     missing = [g for g in order if not any(k[0] == g for k in by_stage)]
     if missing:
@@ -75,9 +104,15 @@ def main():
         body = " ".join(f"{x:5.2f}" for x in s["body_phases_us"])
         print(f"{g:22s} {s['stage_us']:6.2f} | hop {s['hop_us']:5.2f} | share {s['share_us']:4.2f} | "
               f"body {body} | notify {s['notify_us']:4.2f}")
+    gaps = worker_gaps(tasks)
+    print("gaps between a worker's consecutive tasks, us:")
+    for (before, after), g in gaps.items():
+        print(f"  {before + ' -> ' + after:26s} {g['count']:6d} tasks  median {g['median_us']:5.2f}  "
+              f"p10 {g['p10_us']:5.2f}  p90 {g['p90_us']:5.2f}")
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"layer_us": layer_us, "stages": stages}, f, indent=1)
+            json.dump({"layer_us": layer_us, "stages": stages,
+                       "gaps": {f"{b} -> {c}": g for (b, c), g in gaps.items()}}, f, indent=1)
 
 
 if __name__ == "__main__":
