@@ -12,10 +12,10 @@ namespace evt::kernels::llm {
 
 // The block the decode bodies are written for: one per SM, 12 warps to run the bodies, and up to
 // kDecodeScratchBytes of the SM's 227 KiB of shared memory as scratch for the projections' staged
-// activations and sums (gemv.h). With the loader warp the block has 13 warps, so each thread may
-// hold 152 registers (with 15 warps and 128 registers a 0.6B decode step ran 35M local-memory
-// instructions of spills and stack, 8% of all it ran: bench/README.md). The most scratch a step
-// asks for leaves at least four 16 KiB stages for the weight ring.
+// activations and sums (gemv.h). With the loader warp the block has 13 warps. 12 rather than 15
+// made B = 1 steps 2-4% faster and B = 16 ones 1-3% slower (bench/README.md); ptxas still gives
+// the static entry 128 registers and a 496-byte stack, though the bound would allow 152. The most
+// scratch a step asks for leaves at least four 16 KiB stages for the weight ring.
 inline constexpr int kDecodeThreads = 384;
 inline constexpr int kDecodeScratchBytes = 159 * 1024;
 
