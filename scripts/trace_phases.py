@@ -44,20 +44,31 @@ def by_stage_and_layer(tasks):
 
 def worker_gaps(tasks):
     """(group before, group after) -> {count, median_us, p10_us, p90_us} of the idle time between
-    consecutive tasks of one worker (one Chrome trace thread)."""
+    consecutive tasks of one worker (one Chrome trace thread); with the traces that carry them,
+    also the medians of its parts: writing the first task's record, from there to the inline
+    queue's hand-out (the block barrier before the second task), and from it to the start."""
     by_worker = collections.defaultdict(list)
     for e in tasks:
         by_worker[(e["pid"], e["tid"])].append(e)
     gaps = collections.defaultdict(list)
+    parts = collections.defaultdict(list)
     for run in by_worker.values():
         run.sort(key=lambda e: e["ts"])
         for a, b in zip(run, run[1:]):
-            gaps[(group_of(a), group_of(b))].append(b["ts"] - (a["ts"] + a["dur"]))
+            end = a["ts"] + a["dur"]
+            gaps[(group_of(a), group_of(b))].append(b["ts"] - end)
+            if "recorded_after_us" in a["args"] and "handout_before_us" in b["args"]:
+                recorded, handout = end + a["args"]["recorded_after_us"], b["ts"] - b["args"]["handout_before_us"]
+                parts[(group_of(a), group_of(b))].append((recorded - end, handout - recorded, b["ts"] - handout))
     out = {}
     for pair, v in sorted(gaps.items(), key=lambda kv: -len(kv[1])):
         v.sort()
         out[pair] = {"count": len(v), "median_us": statistics.median(v), "p10_us": v[len(v) // 10],
                      "p90_us": v[9 * len(v) // 10]}
+        if parts[pair]:
+            out[pair]["parts_median_us"] = {
+                name: statistics.median(p[i] for p in parts[pair])
+                for i, name in enumerate(("record", "to_handout", "handout_to_start"))}
     return out
 
 
@@ -107,8 +118,11 @@ def main():
     gaps = worker_gaps(tasks)
     print("gaps between a worker's consecutive tasks, us:")
     for (before, after), g in gaps.items():
+        split = g.get("parts_median_us")
         print(f"  {before + ' -> ' + after:26s} {g['count']:6d} tasks  median {g['median_us']:5.2f}  "
-              f"p10 {g['p10_us']:5.2f}  p90 {g['p90_us']:5.2f}")
+              f"p10 {g['p10_us']:5.2f}  p90 {g['p90_us']:5.2f}" +
+              (f"  | record {split['record']:4.2f}, to the hand-out {split['to_handout']:4.2f}, "
+               f"then to the start {split['handout_to_start']:4.2f}" if split else ""))
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"layer_us": layer_us, "stages": stages,

@@ -140,6 +140,9 @@ TEST(Trace, BarriersRoundTripThroughTheRecord) {
   EXPECT_EQ(events[0].linear, 7);
   EXPECT_EQ(events[0].end_ns, 1000u);
   EXPECT_EQ(events[0].barriers_ns, (std::vector<uint64_t>{105, 130, 170}));
+  EXPECT_EQ(events[0].handout_ns, 90u);     // the last barrier before the start
+  EXPECT_EQ(events[0].recorded_ns, 1000u);  // the worker's clock stands still
+  EXPECT_EQ(events[1].handout_ns, 0u);
   EXPECT_EQ(events[1].barriers_ns,
             std::vector<uint64_t>(many.begin(), many.begin() + mk::kTraceBarriers));  // the first ones
   EXPECT_TRUE(events[2].barriers_ns.empty());

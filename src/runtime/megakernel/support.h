@@ -137,9 +137,12 @@ struct LaunchArgs {
 // notifications were done (%globaltimer nanoseconds on the GPU); then when each of the task's
 // first kTraceBarriers block barriers released (the one after the wait, the body's, the one
 // before the notifications), as 32-bit offsets from the start plus one, two a word, 0 past the
-// last. The barriers place a task's time inside its body without touching the bodies.
+// last. The barriers place a task's time inside its body without touching the bodies. The last
+// word places the time between two tasks: the last barrier before the start (the inline queue's
+// hand-out), as an offset back from the start plus one (0: none), and when the leader had
+// written the record, as an offset from the end plus one.
 inline constexpr int kTraceBarriers = 12;
-inline constexpr int kTraceWords = 4 + kTraceBarriers / 2;
+inline constexpr int kTraceWords = 4 + kTraceBarriers / 2 + 1;
 
 template <class W>
 EVT_HD void trace_task(W& w, const LaunchArgs& a, int group, int64_t linear, uint64_t start, uint64_t waited) {
@@ -151,10 +154,12 @@ EVT_HD void trace_task(W& w, const LaunchArgs& a, int group, int64_t linear, uin
     return;
   }
   uint64_t* r = mine + 1 + kTraceWords * n;
-  // The worker's barriers since the last traced task, two a word; those before this one's start
-  // belong to neither (the inline queue's hand-out).
+  // The worker's barriers since the last traced task, two a word; of those before this one's
+  // start (the inline queue's hand-out) only the last is kept, in the last word.
   int k = 0;
+  uint64_t handout = 0;
   w.take_barriers([&](uint64_t t) {
+    if (t < start) handout = start - t + 1;
     if (t < start || k >= kTraceBarriers) return;
     const uint64_t offset = static_cast<uint32_t>(t - start + 1);
     r[4 + k / 2] = k % 2 == 0 ? offset : r[4 + k / 2] | offset << 32;
@@ -165,6 +170,7 @@ EVT_HD void trace_task(W& w, const LaunchArgs& a, int group, int64_t linear, uin
   r[1] = start;
   r[2] = waited;
   r[3] = end;
+  r[kTraceWords - 1] = static_cast<uint32_t>(handout) | uint64_t{static_cast<uint32_t>(w.now_ns() - end + 1)} << 32;
   mine[0] = n + 1;
 }
 

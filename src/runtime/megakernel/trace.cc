@@ -25,6 +25,10 @@ std::vector<TraceEvent> decode_trace(std::span<const uint64_t> words, int worker
         if (offset == 0) break;
         e.barriers_ns.push_back(e.start_ns + offset - 1);
       }
+      const uint64_t between = r[kTraceWords - 1];
+      const auto handout = static_cast<uint32_t>(between), recorded = static_cast<uint32_t>(between >> 32);
+      if (handout != 0) e.handout_ns = e.start_ns - (handout - 1);
+      e.recorded_ns = e.end_ns + (recorded > 0 ? recorded - 1 : 0);
       events.push_back(std::move(e));
     }
   }
@@ -57,9 +61,11 @@ Status write_chrome_trace(const std::string& path, const std::vector<TraceEvent>
     const std::string name = task_name(e.group, e.linear);
     nlohmann::json barriers = nlohmann::json::array();
     for (const uint64_t t : e.barriers_ns) barriers.push_back(us(t) - us(e.start_ns));
+    nlohmann::json args = {{"wait_us", us(e.waited_ns) - us(e.start_ns)}, {"barriers_us", barriers},
+                           {"recorded_after_us", us(e.recorded_ns) - us(e.end_ns)}};
+    if (e.handout_ns != 0) args["handout_before_us"] = us(e.start_ns) - us(e.handout_ns);
     trace.push_back({{"name", name}, {"cat", "task"}, {"ph", "X"}, {"pid", 0}, {"tid", e.worker},
-                     {"ts", us(e.start_ns)}, {"dur", us(e.end_ns) - us(e.start_ns)},
-                     {"args", {{"wait_us", us(e.waited_ns) - us(e.start_ns)}, {"barriers_us", barriers}}}});
+                     {"ts", us(e.start_ns)}, {"dur", us(e.end_ns) - us(e.start_ns)}, {"args", args}});
     if (e.waited_ns > e.start_ns) {
       trace.push_back({{"name", "wait"}, {"cat", "wait"}, {"ph", "X"}, {"pid", 0}, {"tid", e.worker},
                        {"ts", us(e.start_ns)}, {"dur", us(e.waited_ns) - us(e.start_ns)}});

@@ -21,6 +21,10 @@ struct TraceEvent {
   // When the task's block barriers released, in order (the first ones; none on the CPU, whose
   // blocks are one thread): the one that ends the wait, the body's own, the one that ends the body.
   std::vector<uint64_t> barriers_ns;
+  // Between this task and the one before it on the worker: the last block barrier before the
+  // start (the inline queue's hand-out; 0 when none), and when the leader had written this task's
+  // record, past its end.
+  uint64_t handout_ns = 0, recorded_ns = 0;
 };
 
 // The tasks of one group in one layer of a traced launch (layer -1: a group that is not
