@@ -120,10 +120,24 @@ inline void expect_each_task_traced_once(const std::vector<mk::TraceEvent>& trac
       last = t;
     }
     EXPECT_LE(last, e.end_ns);
+    EXPECT_LE(e.end_ns, e.recorded_ns);
     EXPECT_LT(e.worker, workers);
     seen.insert({e.group, e.linear});
   }
   EXPECT_EQ(seen.size(), trace.size());
+  // Between two tasks of a worker, the hand-out barrier (where there is one) comes after the
+  // first one's record was written and before the second one starts.
+  std::vector<const mk::TraceEvent*> order;
+  for (const auto& e : trace) order.push_back(&e);
+  std::sort(order.begin(), order.end(), [](const mk::TraceEvent* a, const mk::TraceEvent* b) {
+    return a->worker != b->worker ? a->worker < b->worker : a->start_ns < b->start_ns;
+  });
+  for (size_t i = 1; i < order.size(); ++i) {
+    const mk::TraceEvent &before = *order[i - 1], &after = *order[i];
+    if (before.worker != after.worker || after.handout_ns == 0) continue;
+    EXPECT_LE(before.recorded_ns, after.handout_ns);
+    EXPECT_LE(after.handout_ns, after.start_ns);
+  }
 }
 
 }  // namespace evt::testing
