@@ -107,9 +107,10 @@ TEST_P(LayeredStack, MatchesExecutor) {
 }
 INSTANTIATE_TEST_SUITE_P(MegakernelCpu, LayeredStack, kModes);
 
-// A task's barriers survive the trace's packing: those before its start (the inline queue's
-// hand-out) are dropped, an odd count and more than the record holds come back as recorded; once
-// the worker's records are full, a task writes nothing and its barriers are forgotten.
+// A task's barriers survive the trace's packing: of those before its start (the inline queue's
+// hand-out) only the last comes back, as the hand-out; an odd count and more than the record
+// holds come back as recorded; once the worker's records are full, a task writes nothing and its
+// barriers are forgotten.
 struct BarrierWorker {
   std::vector<uint64_t> pending;
   int id() const { return 0; }
