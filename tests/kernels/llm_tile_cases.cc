@@ -720,7 +720,7 @@ std::vector<CaseSpec> make_specs() {
   struct OProj {
     int64_t t, h, heads, d, rows, layer;
   };
-  // Tiles of whole 16-row weight groups: 1 to 3 groups, so 12, 6 or 4 warps share each.
+  // Tiles of whole 16-row weight groups: 1 to 3 groups, so 11, 5 or 6, or 3 or 4 warps share each.
   for (const OProj& p : std::vector<OProj>{
            {1, 8, 4, 64, 16, 0}, {3, 24, 8, 128, 16, 1}, {17, 136, 16, 64, 32, 2}, {97, 136, 8, 64, 48, 1}}) {
     CaseSpec s = spec("o_proj");
@@ -732,13 +732,13 @@ std::vector<CaseSpec> make_specs() {
     int64_t t, h, inter, rows, layer;
   };
   // Intermediate sizes are multiples of 8: check_decodable (model/decode_plan.cc) rejects others,
-  // since the staged activations are loaded 8 at a time. Tiles of 1 to 24 weight groups (gate/up
-  // groups hold 8 outputs; 24 is the most the 12 warps hold); past 12 a warp owns two groups.
+  // since the staged activations are loaded 8 at a time. Tiles of 1 to 22 weight groups (gate/up
+  // groups hold 8 outputs; 22 is the most the 11 warps hold); past 11 a warp owns two groups.
   for (const char* row : {"gate_up_silu", "down_proj"}) {
     for (const Proj& p : std::vector<Proj>{
-             {1, 8, 8, 16, 0}, {3, 24, 40, 16, 1}, {17, 136, 200, 32, 2}, {97, 24, 200, 48, 1}, {2, 40, 400, 192, 1},
-             // 40 tokens over tiles of 24 groups (gate/up: warps own two) and 12 (down)
-             {40, 40, 400, 192, 0},
+             {1, 8, 8, 16, 0}, {3, 24, 40, 16, 1}, {17, 136, 200, 32, 2}, {97, 24, 200, 48, 1}, {2, 40, 400, 176, 1},
+             // 40 tokens over tiles of 22 groups (gate/up: warps own two) and 11 (down)
+             {40, 40, 400, 176, 0},
              // 64 tokens over a Qwen3-8B width: down's staged rows take many segments a pass
              {64, 32, 12288, 32, 1}}) {
       CaseSpec s = spec(row);
@@ -754,8 +754,8 @@ std::vector<CaseSpec> make_specs() {
                                              {3, 2, 24, 200, 16, 2},
                                              {17, 5, 136, 97, 32, 3},
                                              {97, 97, 24, 200, 48, 2},
-                                             {3, 2, 40, 1000, 384, 3},
-                                             {40, 40, 40, 1000, 384, 2}}) {  // 24 groups a tile, 40 sequences
+                                             {3, 2, 40, 1000, 352, 3},
+                                             {40, 40, 40, 1000, 352, 2}}) {  // 22 groups a tile, 40 sequences
     CaseSpec s = spec("lm_head");
     s.tokens = m.t, s.seqs = m.seqs, s.hidden = m.h, s.vocab = m.v, s.rows = m.rows, s.layers = m.layers;
     add(s);

@@ -69,7 +69,7 @@ EVT_HD void decode_attention_group(const Block& b, const int64_t* tile, const De
   };
   // A warp's positions p0 + warp, + W, ..., kRowsInFlight at a time: all their rows' loads are in
   // flight before the first score. Three rows a warp take a 32-position split (B = 1 at short
-  // contexts) in one round trip with 12 warps. A round is one online-softmax update per head, and
+  // contexts) in one round trip with 11 warps. A round is one online-softmax update per head, and
   // branch-free: every row's and head's score first (their warp reductions overlap), then each
   // head's new max over the round's rows, one rescale and the rows' weights. A row past the split
   // weighs 0; a head past the group has q = 0, and its state is never written out. (Row by row,

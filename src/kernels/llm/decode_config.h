@@ -10,13 +10,14 @@
 
 namespace evt::kernels::llm {
 
-// The block the decode bodies are written for: one per SM, 12 warps to run the bodies, and up to
+// The block the decode bodies are written for: one per SM, 11 warps to run the bodies, and up to
 // kDecodeScratchBytes of the SM's 227 KiB of shared memory as scratch for the projections' staged
-// activations and sums (gemv.h). With the loader warp the block has 13 warps. 12 rather than 15
-// made B = 1 steps 2-4% faster and B = 16 ones 1-3% slower (bench/README.md); ptxas still gives
-// the static entry 128 registers and a 496-byte stack, though the bound would allow 152. The most
-// scratch a step asks for leaves at least four 16 KiB stages for the weight ring.
-inline constexpr int kDecodeThreads = 384;
+// activations and sums (gemv.h). With the loader warp the block has 12 warps, three on each of the
+// SM's four scheduler partitions, whose register files are 64 KiB each: so ptxas may give a thread
+// 168 registers. A 13th warp puts four on one partition and caps every thread at 128 (at 12 task
+// warps the dense static entry then had 128 registers and a 496-byte stack; bench/README.md).
+// The most scratch a step asks for leaves at least four 16 KiB stages for the weight ring.
+inline constexpr int kDecodeThreads = 352;
 inline constexpr int kDecodeScratchBytes = 159 * 1024;
 
 // Words of the i32 `cfg` buffer.

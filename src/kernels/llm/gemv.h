@@ -42,7 +42,7 @@ inline constexpr int kMaxGroupsPerWarp = 2;  // so a tile may hold up to 2 x war
 inline constexpr int kSlotFloats = kTileRows * kPassTokens;  // one warp's sums for one group
 inline constexpr int kMaxWarps = 32;                         // of a 1024-thread block: the norm's partial sums
 // The warps the host's one thread plays: the GPU decode block's (decode_config.h).
-inline constexpr int kHostWarps = 12;
+inline constexpr int kHostWarps = 11;
 
 template <class Block>
 EVT_HD int gemv_warps(const Block& b) {
