@@ -54,6 +54,9 @@ cudaError_t CudaLaunch<MK>::blocks_per_sm(int* blocks) {
   *blocks = 0;
   for (size_t i = 0; i < sizeof(entries) / sizeof(entries[0]); ++i) {
     cudaError_t e = cudaFuncSetAttribute(entries[i], cudaFuncAttributeMaxDynamicSharedMemorySize, kDynamicBytes);
+    if (e == cudaSuccess && smem_carveout() >= 0) {
+      e = cudaFuncSetAttribute(entries[i], cudaFuncAttributePreferredSharedMemoryCarveout, smem_carveout());
+    }
     int fit = 0;
     if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, entries[i], kThreads, kDynamicBytes);
     if (e != cudaSuccess) return e;

@@ -40,4 +40,10 @@ int poll_ns() {
   return ns;
 }
 
+// -1: the driver splits each SM's 256 KiB between L1 and shared memory as it sees fit.
+int smem_carveout() {
+  static const int percent = env_int("EVT_SMEM_CARVEOUT", -1, 100, -1);
+  return percent;
+}
+
 }  // namespace evt::mk
