@@ -1,6 +1,6 @@
 #pragma once
 // What code compiled by both nvcc and the host compiler needs first: EVT_HD for functions of
-// both sides, EVT_UNROLL, and constexpr min/max usable in device code.
+// both sides, EVT_UNROLL, EVT_NOINLINE, and constexpr min/max usable in device code.
 
 #if defined(__CUDACC__)
 #define EVT_HD __host__ __device__
@@ -13,6 +13,14 @@
 #define EVT_UNROLL _Pragma("unroll")
 #else
 #define EVT_UNROLL
+#endif
+
+// A function the GPU calls rather than inlines: a rare path that would otherwise be copied into
+// every place its caller is inlined (the host compiler decides for itself).
+#if defined(__CUDACC__)
+#define EVT_NOINLINE __noinline__
+#else
+#define EVT_NOINLINE
 #endif
 
 namespace evt::kernels {

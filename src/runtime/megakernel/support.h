@@ -32,14 +32,20 @@ using kernels::DevBuffer;
 
 // Index arithmetic of generated code. Tile and event indices fit 32 bits in practice, where a
 // division is a few instructions rather than a 64-bit division's subroutine call on the GPU.
-EVT_HD constexpr int64_t floor_div(int64_t a, int64_t b) {
-  if (a >= 0 && b > 0 && a <= INT32_MAX && b <= INT32_MAX) {
-    return static_cast<int64_t>(static_cast<uint32_t>(a) / static_cast<uint32_t>(b));
-  }
+// The general case is called, not inlined: generated code divides at every index map of every
+// task, and each inlined copy of it (the call and the sign fix-ups) added ~25 instructions to
+// the decode megakernel, whose code does not fit the instruction cache.
+EVT_HD EVT_NOINLINE inline int64_t floor_div_wide(int64_t a, int64_t b) {
   const int64_t q = a / b;
   return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
-EVT_HD constexpr int64_t floor_mod(int64_t a, int64_t b) { return a - floor_div(a, b) * b; }
+EVT_HD inline int64_t floor_div(int64_t a, int64_t b) {
+  if (a >= 0 && b > 0 && a <= INT32_MAX && b <= INT32_MAX) {
+    return static_cast<int64_t>(static_cast<uint32_t>(a) / static_cast<uint32_t>(b));
+  }
+  return floor_div_wide(a, b);
+}
+EVT_HD inline int64_t floor_mod(int64_t a, int64_t b) { return a - floor_div(a, b) * b; }
 EVT_HD constexpr int64_t min_i(int64_t a, int64_t b) { return a < b ? a : b; }
 EVT_HD constexpr int64_t max_i(int64_t a, int64_t b) { return a > b ? a : b; }
 
