@@ -33,8 +33,8 @@ using kernels::DevBuffer;
 // Index arithmetic of generated code. Tile and event indices fit 32 bits in practice, where a
 // division is a few instructions rather than a 64-bit division's subroutine call on the GPU.
 // The general case is called, not inlined: generated code divides at every index map of every
-// task, and each inlined copy of it (the call and the sign fix-ups) added ~25 instructions to
-// the decode megakernel, whose code does not fit the instruction cache.
+// task, and its inlined copies (the call and the sign fix-ups) were 4,900 of the 63,100
+// instructions of the decode megakernel's static entry, more code than the instruction cache holds.
 EVT_HD EVT_NOINLINE inline int64_t floor_div_wide(int64_t a, int64_t b) {
   const int64_t q = a / b;
   return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
