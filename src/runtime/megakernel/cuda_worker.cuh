@@ -44,10 +44,7 @@ class CudaWorker {
   // tracing, the leader notes when it released (trace_task).
   __device__ void sync() const {
     asm volatile("bar.sync 1, %0;" ::"r"(consumers_) : "memory");
-    if (a_.trace != nullptr && leader()) {
-      const uint32_t n = shared_->barrier_count++;
-      if (n < kTraceBarriers) shared_->barriers[n] = now_ns();
-    }
+    if (a_.trace != nullptr && leader()) note_barrier();
   }
   // The leader: fn(t) for each barrier noted since the last call, in order; then forgets them.
   template <class Fn>
@@ -203,16 +200,24 @@ class CudaWorker {
   __device__ bool wait_until(Done&& done, ErrorKind what) {
     uint64_t start = 0;
     for (uint32_t spins = 1; !done(); ++spins) {
-      if ((spins & 63) != 0) continue;
-      if (a_.state != nullptr && aborted(*this, a_)) return false;
-      if (start == 0) start = now_ns();
-      if (static_cast<int64_t>(now_ns() - start) > a_.spin_limit_ns) {
-        if (a_.state == nullptr) __trap();
-        fail(*this, a_, what, -1, nullptr, 0, -1, -1, 0);
-        return false;
-      }
+      if ((spins & 63) == 0 && !keep_waiting(start, what)) return false;
     }
     return true;
+  }
+  // wait_until's check every 64 polls, out of line (wait_until is inlined into every weight
+  // chunk's acquire): false when the launch aborted or the wait has passed the spin limit.
+  EVT_NOINLINE __device__ bool keep_waiting(uint64_t& start, ErrorKind what) {
+    if (a_.state != nullptr && aborted(*this, a_)) return false;
+    if (start == 0) start = now_ns();
+    if (static_cast<int64_t>(now_ns() - start) <= a_.spin_limit_ns) return true;
+    if (a_.state == nullptr) __trap();
+    fail(*this, a_, what, -1, nullptr, 0, -1, -1, 0);
+    return false;
+  }
+  // sync()'s note of when a barrier released, when tracing (out of line: sync() is everywhere).
+  EVT_NOINLINE __device__ void note_barrier() const {
+    const uint32_t n = shared_->barrier_count++;
+    if (n < kTraceBarriers) shared_->barriers[n] = now_ns();
   }
 
   __device__ static cuda::atomic_ref<uint64_t, cuda::thread_scope_device> ref(const uint64_t* p) {

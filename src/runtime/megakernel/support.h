@@ -151,7 +151,8 @@ inline constexpr int kTraceBarriers = 12;
 inline constexpr int kTraceWords = 4 + kTraceBarriers / 2 + 1;
 
 template <class W>
-EVT_HD void trace_task(W& w, const LaunchArgs& a, int group, int64_t linear, uint64_t start, uint64_t waited) {
+EVT_HD EVT_NOINLINE void trace_task(W& w, const LaunchArgs& a, int group, int64_t linear, uint64_t start,
+                                    uint64_t waited) {
   const uint64_t end = w.now_ns();  // before the bookkeeping below, whose load may miss
   uint64_t* mine = a.trace + static_cast<int64_t>(w.id()) * (1 + kTraceWords * a.trace_tasks_per_worker);
   const uint64_t n = mine[0];
@@ -204,10 +205,12 @@ EVT_HD bool aborted(W& w, const LaunchArgs& a) {
   return w.load_acquire(&a.state->abort) != 0;
 }
 
-// Records the launch's first error and tells every worker to stop. Leader only.
+// Records the launch's first error and tells every worker to stop. Leader only. Called, not
+// inlined: every wait and notification has an error path, and their inlined copies put cold code
+// between the hot instructions the instruction cache must hold.
 template <class W>
-EVT_HD void fail(W& w, const LaunchArgs& a, ErrorKind kind, int group, const int64_t* tile, int tile_rank, int event,
-                 int64_t element, int64_t remaining) {
+EVT_HD EVT_NOINLINE void fail(W& w, const LaunchArgs& a, ErrorKind kind, int group, const int64_t* tile, int tile_rank,
+                              int event, int64_t element, int64_t remaining) {
   if (w.fetch_max(&a.state->abort, 1) != 0) return;  // someone else failed first
   ErrorRecord& r = a.state->error;
   r.kind = kind;
@@ -231,6 +234,18 @@ struct Help {
 template <class W>
 EVT_HD int64_t try_take_ticket(W& w, const LaunchArgs& a, int64_t sources);
 
+// spin_until's check every 64 polls, out of line (it is rare, and spin_until is inlined into
+// every wait): kAbort if the launch aborted, kTimedOut past the spin limit since `start`, kHelp
+// when `help` took a ready task, else kRun.
+inline constexpr int kTimedOut = -1;
+template <class W>
+EVT_HD EVT_NOINLINE int spin_check(W& w, const LaunchArgs& a, Help* help, uint64_t start) {
+  if (aborted(w, a)) return kAbort;
+  if (static_cast<int64_t>(w.now_ns() - start) > a.spin_limit_ns) return kTimedOut;
+  if (help && (help->ticket = try_take_ticket(w, a, help->sources)) >= 0) return kHelp;
+  return kRun;
+}
+
 // Polls until `ready()` holds. Leader only. kAbort when the launch aborted or the wait timed out
 // (`timed_out()` records which wait); kHelp when `help` took a ready task first. Polls pause:
 // without the pause a hop between two SMs measured 40 ns faster in bench/micro/sync_micro.cu,
@@ -243,12 +258,12 @@ EVT_HD int spin_until(W& w, const LaunchArgs& a, Help* help, Ready&& ready, Time
     if (start == 0) start = w.now_ns();
     w.pause();
     if ((++spins & 63) != 0) continue;
-    if (aborted(w, a)) return kAbort;
-    if (static_cast<int64_t>(w.now_ns() - start) > a.spin_limit_ns) {
+    const int step = spin_check(w, a, help, start);
+    if (step == kTimedOut) {
       timed_out();
       return kAbort;
     }
-    if (help && (help->ticket = try_take_ticket(w, a, help->sources)) >= 0) return kHelp;
+    if (step != kRun) return step;
   }
   return kRun;
 }
@@ -301,8 +316,9 @@ EVT_HD void push_tasks(W& w, const LaunchArgs& a, int64_t n, TaskAt&& task_at) {
 template <class W, class TaskAt>
 EVT_HD void queue_inline(W& w, const LaunchArgs& a, int64_t n, TaskAt&& task_at) {
   for (int64_t k = 0; k < n; ++k) {
-    if (!w.queue_inline(task_at(k))) {
-      fail(w, a, ErrorKind::kInlineOverflow, -1, nullptr, 0, -1, task_at(k), n);
+    const int64_t task = task_at(k);
+    if (!w.queue_inline(task)) {
+      fail(w, a, ErrorKind::kInlineOverflow, -1, nullptr, 0, -1, task, n);
       return;
     }
   }
