@@ -874,9 +874,9 @@ Status Emitter::emit_inverse(int consumer, const ir::Edge& edge, const std::stri
   std::string count = "int64_t{1}";
   for (size_t j = 0; j < vs.size(); ++j) count += fmt::format(" * n{}", j);
   open(fmt::format("{}(w, a, {}, [&](int64_t k) {{", sink, count));
-  for (size_t j = vs.size(); j-- > 0;) {
-    line(fmt::format("const int64_t v{0} = lo{0} + k % n{0};", j));
-    line(fmt::format("k /= n{};", j));
+  for (size_t j = vs.size(); j-- > 0;) {  // mk::floor_div: 32 bits where int64_t's / calls a subroutine
+    line(fmt::format("const int64_t v{0} = lo{0} + mk::floor_mod(k, n{0});", j));
+    line(fmt::format("k = mk::floor_div(k, n{});", j));
   }
   line(fmt::format("return {} + {};", first_task_expr(consumer), ravel(group.tiles, vs)));
   close("});");

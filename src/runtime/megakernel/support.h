@@ -30,20 +30,17 @@ namespace evt::mk {
 
 using kernels::DevBuffer;
 
-// Index arithmetic of generated code. Tile and event indices fit 32 bits in practice, where a
-// division is a few instructions rather than a 64-bit division's subroutine call on the GPU.
-// The general case is called, not inlined: generated code divides at every index map of every
-// task, and its inlined copies (the call and the sign fix-ups) were 4,900 of the 63,100
-// instructions of the decode megakernel's static entry, more code than the instruction cache holds.
-EVT_HD EVT_NOINLINE inline int64_t floor_div_wide(int64_t a, int64_t b) {
-  const int64_t q = a / b;
-  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
-}
-EVT_HD inline int64_t floor_div(int64_t a, int64_t b) {
+// Index arithmetic of generated code: floor division, in 32 bits where both values fit (tile and
+// event indices do in practice), since the GPU's 64-bit division is a subroutine call. Called, not
+// inlined: generated code divides in every index map of every task, and the inlined copies were
+// 11,400 of the 56,700 SASS instructions of the decode megakernel's static entry (ptxas 13.0),
+// code that the instruction cache would otherwise have to hold.
+EVT_HD EVT_NOINLINE inline int64_t floor_div(int64_t a, int64_t b) {
   if (a >= 0 && b > 0 && a <= INT32_MAX && b <= INT32_MAX) {
     return static_cast<int64_t>(static_cast<uint32_t>(a) / static_cast<uint32_t>(b));
   }
-  return floor_div_wide(a, b);
+  const int64_t q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 EVT_HD inline int64_t floor_mod(int64_t a, int64_t b) { return a - floor_div(a, b) * b; }
 EVT_HD constexpr int64_t min_i(int64_t a, int64_t b) { return a < b ? a : b; }
