@@ -105,7 +105,7 @@ EVT_HD void decode_attention_group(const Block& b, const int64_t* tile, const De
       const float rescale = softmax_rescale(m[g], m_new);
       float e[kRowsInFlight];
       EVT_UNROLL
-      for (int i = 0; i < kRowsInFlight; ++i) e[i] = valid[i] ? expf(score[i][g] - m_new) : 0.0f;
+      for (int i = 0; i < kRowsInFlight; ++i) e[i] = valid[i] ? approx_exp(score[i][g] - m_new) : 0.0f;
       float round_sum = 0;
       EVT_UNROLL
       for (int i = 0; i < kRowsInFlight; ++i) round_sum += e[i];
