@@ -15,9 +15,8 @@
 #define EVT_UNROLL
 #endif
 
-// A function the GPU calls rather than inlines: a rare path, or a small one used in many places,
-// whose inlined copies would cost the instruction cache more than the call costs (the host
-// compiler decides for itself).
+// A function the GPU calls rather than inlines: a rare path that would otherwise be copied into
+// every place its caller is inlined (the host compiler decides for itself).
 #if defined(__CUDACC__)
 #define EVT_NOINLINE __noinline__
 #else
