@@ -39,7 +39,7 @@ class CpuWorker {
     return std::atomic_ref<uint64_t>(*p).fetch_add(v, std::memory_order_relaxed);
   }
   void fence_acquire() const { std::atomic_thread_fence(std::memory_order_acquire); }
-  uint64_t fetch_max(uint64_t* p, uint64_t v) const {
+  static uint64_t fetch_max(uint64_t* p, uint64_t v) {
     std::atomic_ref<uint64_t> a(*p);
     uint64_t old = a.load(std::memory_order_relaxed);
     while (old < v && !a.compare_exchange_weak(old, v, std::memory_order_acq_rel)) {

@@ -83,7 +83,7 @@ class CudaWorker {
   __device__ void fence_acquire() const {
     cuda::atomic_thread_fence(cuda::memory_order_acquire, cuda::thread_scope_device);
   }
-  __device__ uint64_t fetch_max(uint64_t* p, uint64_t v) const { return ref(p).fetch_max(v, cuda::memory_order_relaxed); }
+  __device__ static uint64_t fetch_max(uint64_t* p, uint64_t v) { return ref(p).fetch_max(v, cuda::memory_order_relaxed); }
   __device__ bool compare_exchange(uint64_t* p, uint64_t& expected, uint64_t desired) const {
     return ref(p).compare_exchange_strong(expected, desired, cuda::memory_order_relaxed);
   }
@@ -199,7 +199,6 @@ class CudaWorker {
   // The check stays inline, with `start` in a register: the consumers and the loader wait here
   // for every weight chunk, and with the check out of line (975af49) `start` lived on the stack, a
   // local store per chunk and thread, and 8B's gate/up pass at B = 1 took 14% longer (H200).
-  // (Calling fail() right here instead of through time_out() crashes cicc 13.0 on examples_cuda.cu.)
   template <class Done>
   __device__ bool wait_until(Done&& done, ErrorKind what) {
     uint64_t start = 0;

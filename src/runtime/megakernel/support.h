@@ -6,7 +6,7 @@
 //   bool leader()                          the thread that schedules (thread 0 of a block)
 //   int thread(), threads(); void sync()   this thread, the block size, a block barrier
 //   T share(T v)                           the leader's v, to every thread of the block
-//   uint64_t load_acquire(p), fetch_add_release(p, v), fetch_max(p, v)
+//   uint64_t load_acquire(p), fetch_add_release(p, v); static uint64_t fetch_max(p, v)
 //   void fence_release(), fence_acquire(); uint64_t fetch_add_relaxed(p, v)   a notify: fence, then adds
 //   bool compare_exchange(p, expected&, desired)   relaxed; on failure, expected is what p held
 //   void store_release(p, v), store_relaxed(p, v)
@@ -202,22 +202,31 @@ EVT_HD bool aborted(W& w, const LaunchArgs& a) {
   return w.load_acquire(&a.state->abort) != 0;
 }
 
-// Records the launch's first error and tells every worker to stop. Leader only. Called, not
-// inlined: every wait and notification has an error path, and their inlined copies put cold code
-// between the hot instructions the instruction cache must hold.
+// Records the launch's first error and tells every worker to stop (fail's cold part). Called, not
+// inlined: every wait and notification has an error path, and inlined copies of it put cold code
+// between the hot instructions the instruction cache must hold. It takes the worker's id, not the
+// worker: with fail() and spin_check both out of line and given the worker, cicc 13.0 crashed at
+// random (SIGSEGV, about 3 runs in 4) compiling the layered_stack megakernel.
 template <class W>
-EVT_HD EVT_NOINLINE void fail(W& w, const LaunchArgs& a, ErrorKind kind, int group, const int64_t* tile, int tile_rank,
-                              int event, int64_t element, int64_t remaining) {
-  if (w.fetch_max(&a.state->abort, 1) != 0) return;  // someone else failed first
-  ErrorRecord& r = a.state->error;
+EVT_HD EVT_NOINLINE void record_failure(SchedulerState* s, int worker, ErrorKind kind, int group, const int64_t* tile,
+                                        int tile_rank, int event, int64_t element, int64_t remaining) {
+  if (W::fetch_max(&s->abort, 1) != 0) return;  // someone else failed first
+  ErrorRecord& r = s->error;
   r.kind = kind;
-  r.worker = w.id();
+  r.worker = worker;
   r.group = group;
   r.event = event;
   r.tile_rank = tile_rank;
   for (int k = 0; k < tile_rank && k < 4; ++k) r.tile[k] = tile[k];
   r.element = element;
   r.remaining = remaining;
+}
+
+// Records the launch's first error and tells every worker to stop. Leader only.
+template <class W>
+EVT_HD void fail(W& w, const LaunchArgs& a, ErrorKind kind, int group, const int64_t* tile, int tile_rank, int event,
+                 int64_t element, int64_t remaining) {
+  record_failure<W>(a.state, w.id(), kind, group, tile, tile_rank, event, element, remaining);
 }
 
 // Under per-group scheduling, the leader of a static task whose wait spins runs ready tasks of the
