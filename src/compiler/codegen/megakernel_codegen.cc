@@ -79,7 +79,8 @@ class Emitter {
   Status emit_inverse(int consumer, const ir::Edge& edge, const std::string& event_var,
                       const std::string& sink = "mk::push_tasks");
 
-  // Emits `const int64_t e0 = ...;` for each coordinate of element `x` of `ev`; returns the names.
+  // Emits `const int64_t e0 = ...;` for each coordinate of element `x` of `ev`; returns the names
+  // (maybe unused: a consumer whose in-edge ignores a coordinate never reads it).
   std::vector<std::string> emit_element_coords(const ir::Event& ev, const std::string& x);
   // Releases a task of group g needs before dynamic scheduling may push it.
   std::string needed_expr(size_t g) const;
@@ -288,7 +289,7 @@ std::vector<std::string> Emitter::emit_element_coords(const ir::Event& ev, const
   std::string rest = x;
   for (size_t k = ev.shape.size(); k-- > 0;) {
     names[k] = fmt::format("e{}", k);
-    line(fmt::format("const int64_t {} = {};", names[k],
+    line(fmt::format("[[maybe_unused]] const int64_t {} = {};", names[k],
                      k == 0 ? rest : fmt::format("mk::floor_mod({}, {})", rest, extent(ev.shape, k))));
     if (k > 0) rest = fmt::format("mk::floor_div({}, {})", rest, extent(ev.shape, k));
   }
