@@ -143,7 +143,9 @@ next = call_device(f, tiles=(L, X), in_edges={Act: "li->(l, i)"}, out_edges={In:
   auto pos = [&](int64_t t) { return std::find(order.begin(), order.end(), t) - order.begin(); };
   for (int64_t l = 0; l < 3; ++l) {
     for (int64_t i = 0; i < 2; ++i) EXPECT_LT(pos(l), pos(3 + 2 * l + i)) << "layer " << l;  // plan(l) first
-    if (l > 0) EXPECT_LT(pos(9 + 2 * (l - 1)), pos(l)) << "layer " << l;  // after next(l - 1)
+    if (l > 0) {
+      EXPECT_LT(pos(9 + 2 * (l - 1)), pos(l)) << "layer " << l;  // after next(l - 1)
+    }
   }
 
   // A trigger whose event is not per layer orders the whole groups: the cycle is reported.

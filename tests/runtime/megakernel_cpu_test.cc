@@ -194,7 +194,9 @@ TEST_P(LayeredStack, TraceSpansEachLayer) {
   if (mode.schedule == mk::kKernels) {
     for (size_t i = 1; i < spans.size(); ++i) {
       const mk::StageSpan &before = spans[i - 1], &after = spans[i];
-      if (before.group == after.group) EXPECT_GE(after.start_ns, before.end_ns) << "layer " << after.layer;
+      if (before.group == after.group) {
+        EXPECT_GE(after.start_ns, before.end_ns) << "layer " << after.layer;
+      }
     }
   }
 }
