@@ -74,10 +74,18 @@ class Emitter {
   // Emits loops binding the event element `x` of `edge` for the task whose tile coordinates are
   // in scope, then `action` (using `x`), then closes the loops.
   void emit_edge_elements(const ir::Edge& edge, int group, const std::string& action, const std::string& abort_value);
-  // `sink` receives the released tasks that need no other release: mk::push_tasks (the ready
-  // queue) or mk::queue_inline (the notifying worker's inline tasks).
-  Status emit_inverse(int consumer, const ir::Edge& edge, const std::string& event_var,
-                      const std::string& sink = "mk::push_tasks");
+  // Whether `edge` releases, for element x, the consumer's tile x (see the definition).
+  bool is_identity(const ir::TaskGroup& group, const ir::Edge& edge) const;
+  // The inline group that element x of event e releases as its tile x, and nothing else: its one
+  // in-edge is the identity and no other inline group awaits e. -1 when there is none.
+  int inline_by_index(size_t e) const;
+  // Where the released tasks that need no other release go: the ready queue (mk::push_tasks, as
+  // task indices) or the notifying worker's inline queue (mk::queue_inline, as mk::task_id).
+  enum class Sink { kReadyQueue, kInline };
+  Status emit_inverse(int consumer, const ir::Edge& edge, const std::string& event_var, Sink sink = Sink::kReadyQueue);
+  static const char* sink_name(Sink sink) { return sink == Sink::kInline ? "mk::queue_inline" : "mk::push_tasks"; }
+  // The task `sink` takes for tile `linear` of group `consumer`.
+  std::string sink_task(Sink sink, int consumer, const std::string& linear) const;
 
   // Emits `const int64_t e0 = ...;` for each coordinate of element `x` of `ev`; returns the names
   // (maybe unused: a consumer whose in-edge ignores a coordinate never reads it).
@@ -472,6 +480,15 @@ void Emitter::emit_prelude() {
   std::string runtime;
   for (const auto& e : g_.events) runtime += e.wait.kind == ir::WaitCount::Kind::kRuntime ? "true, " : "false, ";
   line(fmt::format("inline constexpr bool kRuntimeCount[] = {{{}}};", runtime.empty() ? "false" : runtime));
+  // Without any, the waits and notifies carry no code for run-time counts.
+  line(fmt::format("inline constexpr bool kAnyRuntimeCount = {};", runtime.find("true") != std::string::npos));
+  // Whether every event an inline group awaits releases it by index (inline_by_index), so that
+  // the static schedule's notify needs no fire().
+  bool all_by_index = true;
+  for (size_t g = 0; g < g_.groups.size(); ++g) {
+    if (is_inline(g) && inline_by_index(g_.event_index(g_.groups[g].in_edges[0].event)) < 0) all_by_index = false;
+  }
+  line(fmt::format("inline constexpr bool kAllInlineByIndex = {};", all_by_index));
   // Early push needs a count known before the producers run: no run-time count, and no producer
   // whose notified element is read from an index buffer.
   std::string early;
@@ -645,6 +662,9 @@ void Emitter::emit_group_geometry() {
     }
     return "false";
   }, "false");
+  // The inline group whose tile x an event's element x releases, or -1 (Emitter::inline_by_index).
+  emit_switch("int inline_by_index(int event)", "event", g_.events.size(),
+              [&](size_t e) { return std::to_string(inline_by_index(e)); }, "-1");
   // A streamed group whose tasks the loader learns of from the leader under the static and
   // kernels schedules: a range trigger decides, at the wait, whether a task runs, and its stream
   // may read the index buffers the trigger read; a stream_after_wait stream reads what the wait
@@ -770,9 +790,44 @@ void Emitter::emit_edge_elements(const ir::Edge& edge, int group, const std::str
   for (int k = 0; k < opened; ++k) close();
 }
 
+// Whether `edge` maps tile (v0, v1, ...) to element (v0, v1, ...) of an event of the tile grid's
+// own shape, so that an element's linear index is its one consumer tile's.
+bool Emitter::is_identity(const ir::TaskGroup& group, const ir::Edge& edge) const {
+  const ir::Event& ev = g_.events[g_.event_index(edge.event)];
+  const size_t n = edge.map.vars.size();
+  if (edge.map.kind != ir::EdgeMap::Kind::kMap || edge.map.coords.size() != n || group.tiles.size() != n ||
+      ev.shape.size() != n) {
+    return false;
+  }
+  for (size_t k = 0; k < n; ++k) {
+    const ir::Coord& c = edge.map.coords[k];
+    if (c.kind != ir::Coord::Kind::kScalar) return false;
+    const Expr e = ir::simplify(c.expr);
+    if (!e.is_var() || e.name() != edge.map.vars[k] || extent(ev.shape, k) != extent(group.tiles, k)) return false;
+  }
+  return true;
+}
+
+std::string Emitter::sink_task(Sink sink, int consumer, const std::string& linear) const {
+  if (sink == Sink::kInline) return fmt::format("mk::task_id({}, {})", consumer, linear);
+  return fmt::format("{} + {}", first_task_expr(consumer), linear);
+}
+
+int Emitter::inline_by_index(size_t e) const {
+  int found = -1;
+  for (size_t c = 0; c < g_.groups.size(); ++c) {
+    const ir::TaskGroup& group = g_.groups[c];
+    for (const auto& in : group.in_edges) {
+      if (in.event != g_.events[e].name || !is_inline(c)) continue;
+      if (found >= 0 || group.in_edges.size() != 1 || !is_identity(group, in)) return -1;
+      found = static_cast<int>(c);
+    }
+  }
+  return found;
+}
+
 // The consumers of element `event_var` through `edge`: loops over the box of consumer tiles.
-Status Emitter::emit_inverse(int consumer, const ir::Edge& edge, const std::string& event_var,
-                             const std::string& sink) {
+Status Emitter::emit_inverse(int consumer, const ir::Edge& edge, const std::string& event_var, Sink sink) {
   const ir::TaskGroup& group = g_.groups[consumer];
   const int ei = g_.event_index(edge.event);
   const ir::Event& ev = g_.events[ei];
@@ -808,8 +863,23 @@ Status Emitter::emit_inverse(int consumer, const ir::Edge& edge, const std::stri
   if (!edge.map.is_data_independent()) {
     return error("task group {}: in-edge {} is data-dependent without an inverse", group.name, edge.str());
   }
-  // Per tile variable: the range of values that map onto the element.
+  if (is_identity(group, edge)) {
+    // Element x is the one tile of the same index: no coordinates to take apart and put back
+    // together (rope's and merge's inline release runs on the critical path of every layer).
+    open("{");
+    open(fmt::format("if ({} == 1) {{", needed_expr(consumer)));
+    line(fmt::format("{}(w, a, 1, [&](int64_t) {{ return {}; }});", sink_name(sink), sink_task(sink, consumer, event_var)));
+    close("} else {");
+    ++indent_;
+    line(fmt::format("release_{}<W>(w, p, a, {});", consumer, event_var));
+    close();
+    close();
+    return Status();
+  }
+  // Per tile variable: the range of values that map onto the element. A pinned variable has at
+  // most one (a coordinate is that variable plus a constant).
   std::vector<std::string> lo(edge.map.vars.size()), hi(edge.map.vars.size());
+  std::vector<bool> pinned(edge.map.vars.size(), false);
   for (size_t j = 0; j < edge.map.vars.size(); ++j) {
     lo[j] = "int64_t{0}";
     hi[j] = extent(group.tiles, j);
@@ -848,6 +918,7 @@ Status Emitter::emit_inverse(int consumer, const ir::Edge& edge, const std::stri
       const std::string v = d == 0 ? ecoord[k] : fmt::format("({} - {})", ecoord[k], d);
       lo[j] = fmt::format("mk::max_i({}, 0)", v);
       hi[j] = fmt::format("mk::min_i({} + 1, {})", v, extent(group.tiles, j));
+      pinned[j] = true;
       continue;
     }
     if (e.op() == Op::kFloorDiv && e.args()[1].is_const() && e.args()[1].value() > 0) {
@@ -874,12 +945,16 @@ Status Emitter::emit_inverse(int consumer, const ir::Edge& edge, const std::stri
   open(fmt::format("if ({} == 1) {{", needed_expr(consumer)));
   std::string count = "int64_t{1}";
   for (size_t j = 0; j < vs.size(); ++j) count += fmt::format(" * n{}", j);
-  open(fmt::format("{}(w, a, {}, [&](int64_t k) {{", sink, count));
+  open(fmt::format("{}(w, a, {}, [&](int64_t k) {{", sink_name(sink), count));
   for (size_t j = vs.size(); j-- > 0;) {  // mk::floor_div: 32 bits where int64_t's / calls a subroutine
+    if (pinned[j]) {  // n == 1 whenever there is a task at all: k % 1 is 0 and k / 1 is k
+      line(fmt::format("const int64_t v{0} = lo{0};", j));
+      continue;
+    }
     line(fmt::format("const int64_t v{0} = lo{0} + mk::floor_mod(k, n{0});", j));
     line(fmt::format("k = mk::floor_div(k, n{});", j));
   }
-  line(fmt::format("return {} + {};", first_task_expr(consumer), ravel(group.tiles, vs)));
+  line(fmt::format("return {};", sink_task(sink, consumer, ravel(group.tiles, vs))));
   close("});");
   close("} else {");
   ++indent_;
@@ -923,7 +998,7 @@ Status Emitter::emit_fires() {
           // Static and per-group schedules: the notifying worker runs them next (the dynamic
           // schedule queues them like any other group, below).
           open("if (mk::runs_inline(kS) && plain) {");
-          EVT_RETURN_IF_ERROR(emit_inverse(static_cast<int>(c), in, "x", "mk::queue_inline"));
+          EVT_RETURN_IF_ERROR(emit_inverse(static_cast<int>(c), in, "x", Sink::kInline));
           close();
         }
         const bool range = in.map.kind == ir::EdgeMap::Kind::kRangeTrigger;
@@ -970,7 +1045,7 @@ template <class W>
 EVT_HD inline int wait_event(W& w, const Params& p, const mk::LaunchArgs& a, int e, int64_t x, int group,
                              const int64_t* t, int rank, mk::Help* help) {
   uint64_t target = p.wait_count[e];
-  if (p.targets[e]) {
+  if (kAnyRuntimeCount && p.targets[e]) {
     const int step = mk::wait_runtime_target(w, a, p.targets[e] + x, &target, group, t, rank, e, x, help);
     if (step != mk::kRun) return step;
   }
@@ -990,12 +1065,18 @@ EVT_HD inline bool notify_event(W& w, const Params& p, const mk::LaunchArgs& a, 
       return true;
     }
     const uint64_t got = w.fetch_add_relaxed(p.counters[e] + x, 1) + 1;
-    if (got == p.wait_count[e]) fire<W, kS>(w, p, a, e, x, true, false);
+    if (got != p.wait_count[e]) return true;
+    // The inline tile of the element's own index needs no search through the event's consumers.
+    if (kAllInlineByIndex || inline_by_index(e) >= 0) {
+      mk::queue_inline(w, a, 1, [&](int64_t) { return mk::task_id(inline_by_index(e), x); });
+    } else {
+      fire<W, kS>(w, p, a, e, x, true, false);
+    }
     return true;
   } else {
     const uint64_t got = w.fetch_add_relaxed(p.counters[e] + x, 1) + 1;
     uint64_t target = p.wait_count[e];
-    if (p.targets[e]) {
+    if (kAnyRuntimeCount && p.targets[e]) {
       // The verifier ordered the setter before every notifier, so the count is set (as count + 1).
       const uint64_t stored = w.load_acquire(p.targets[e] + x);
       target = stored == 0 ? 0 : stored - 1;
@@ -1304,9 +1385,8 @@ void Emitter::emit_dispatch_and_loops() {
   dispatch("bool", "notify", ", const int64_t* t", ", t", "false");
   dispatch("void", "push_early", ", const int64_t* t", ", t", "");
   line("");
-  line(R"CODE(// A task as the leader announces it to the loader (the trace's encoding), with kSkipped set for a
-// task that turned out to have nothing to do.
-EVT_HD inline int64_t task_id(int group, int64_t linear) { return (int64_t{group} << 40) | linear; }
+  line(R"CODE(// A task as the leader announces it to the loader (mk::task_id), with kSkipped set for a task that
+// turned out to have nothing to do.
 inline constexpr int64_t kSkipped = int64_t{1} << 62;
 
 // The loader fills the ring with one task's weight stream; false when the launch aborted. Under
@@ -1347,7 +1427,7 @@ EVT_HD inline bool run_task(W& w, const Params& p, const mk::LaunchArgs& a, int 
   const GroupRef r = group_ref(group);
   uint64_t start = 0, waited = 0;
   if constexpr (kHasStreams && kS == mk::kDynamic) {
-    if (w.leader()) w.announce(task_id(group, linear));
+    if (w.leader()) w.announce(mk::task_id(group, linear));
   }
   while (true) {
     // The prologue's loads overlap the wait; share() below is the barrier before the body.
@@ -1373,7 +1453,7 @@ EVT_HD inline bool run_task(W& w, const Params& p, const mk::LaunchArgs& a, int 
     if (step == mk::kAbort) return false;
     if constexpr (kHasStreams && (kS == mk::kStatic || kS == mk::kKernels)) {
       if (group_announced(group) && w.leader() && (step == mk::kRun || step == mk::kSkip)) {
-        w.announce(task_id(group, linear) | (step == mk::kSkip ? kSkipped : 0));
+        w.announce(mk::task_id(group, linear) | (step == mk::kSkip ? kSkipped : 0));
       }
     }
     if (step == mk::kSkip) return true;
@@ -1391,7 +1471,7 @@ EVT_HD inline bool run_task(W& w, const Params& p, const mk::LaunchArgs& a, int 
     if (w.leader()) push_early<W, kS>(w, p, a, r, t);  // the other threads begin the body meanwhile
   }
   if constexpr (kHasStreams && kS == mk::kPerGroup) {
-    if (w.leader()) w.announce(task_id(group, linear));
+    if (w.leader()) w.announce(mk::task_id(group, linear));
   }
   body<W, kS>(w, p, a, r, t);
   w.sync();
@@ -1412,10 +1492,9 @@ EVT_HD inline bool run_inline(W& w, const Params& p, const mk::LaunchArgs& a, bo
       if (w.leader()) task = w.next_inline();
       task = w.share(task);
       if (task < 0) return true;
-      int group;
-      int64_t linear;
-      task_group(p, task, group, linear);
-      if (!run_task<W, kS, false, true>(w, p, a, group, linear, healthy)) return false;
+      if (!run_task<W, kS, false, true>(w, p, a, mk::task_id_group(task), mk::task_id_linear(task), healthy)) {
+        return false;
+      }
     }
   }
   return true;
@@ -1501,8 +1580,8 @@ EVT_HD inline void run_loader(W& w, const Params& p, const mk::LaunchArgs& a) {
   } else {
     for (int64_t task = w.next_announced(); task != mk::kAnnounceStop; task = w.next_announced()) {
       int64_t t[4] = {};
-      const int group = static_cast<int>(task >> 40);
-      unravel(p, group, task & ((int64_t{1} << 40) - 1), t);
+      const int group = mk::task_id_group(task);
+      unravel(p, group, mk::task_id_linear(task), t);
       if (!w.load(stream<W, kS>(w, p, a, group_ref(group), t))) break;
     }
   }

@@ -168,7 +168,7 @@ class CudaWorker {
     }
   }
 
-  // Dynamic scheduling: the leader announces each task (group << 40 | linear) before its body,
+  // Dynamic scheduling: the leader announces each task (task_id) before its body,
   // and kAnnounceStop when it is done; the loader takes them in order.
   __device__ void announce(int64_t task) {
     if (stages_ == 0) return;

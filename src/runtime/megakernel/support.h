@@ -46,6 +46,12 @@ EVT_HD inline int64_t floor_mod(int64_t a, int64_t b) { return a - floor_div(a, 
 EVT_HD constexpr int64_t min_i(int64_t a, int64_t b) { return a < b ? a : b; }
 EVT_HD constexpr int64_t max_i(int64_t a, int64_t b) { return a > b ? a : b; }
 
+// A task as its group and its tile's index in one word: the inline queue's entries, the loader's
+// announcements and the trace's records.
+EVT_HD constexpr int64_t task_id(int group, int64_t linear) { return (int64_t{group} << 40) | linear; }
+EVT_HD constexpr int task_id_group(int64_t id) { return static_cast<int>(id >> 40); }
+EVT_HD constexpr int64_t task_id_linear(int64_t id) { return id & ((int64_t{1} << 40) - 1); }
+
 // An element of an integer index buffer; -1 (no event) when the index is out of bounds, which
 // the CPU executor reports as an error instead.
 EVT_HD inline int64_t load_index(const DevBuffer& b, const int64_t* index, bool wide) {
@@ -170,7 +176,7 @@ EVT_HD EVT_NOINLINE void trace_task(W& w, const LaunchArgs& a, int group, int64_
     ++k;
   });
   for (k = (k + 1) / 2; k < kTraceBarriers / 2; ++k) r[4 + k] = 0;
-  r[0] = (static_cast<uint64_t>(group) << 40) | static_cast<uint64_t>(linear);
+  r[0] = static_cast<uint64_t>(task_id(group, linear));
   r[1] = start;
   r[2] = waited;
   r[3] = end;
@@ -317,14 +323,14 @@ EVT_HD void push_tasks(W& w, const LaunchArgs& a, int64_t n, TaskAt&& task_at) {
   for (int64_t k = 1; k < n; ++k) w.store_relaxed(&a.queue_slots[first + k], static_cast<uint64_t>(task_at(k)) + 1);
 }
 
-// Puts n tasks, task_at(0 .. n-1), on the leader's list of inline tasks, which its block runs
-// after the task that released them.
+// Puts n tasks, task_at(0 .. n-1) (each a task_id), on the leader's list of inline tasks, which
+// its block runs after the task that released them.
 template <class W, class TaskAt>
 EVT_HD void queue_inline(W& w, const LaunchArgs& a, int64_t n, TaskAt&& task_at) {
   for (int64_t k = 0; k < n; ++k) {
     const int64_t task = task_at(k);
     if (!w.queue_inline(task)) {
-      fail(w, a, ErrorKind::kInlineOverflow, -1, nullptr, 0, -1, task, n);
+      fail(w, a, ErrorKind::kInlineOverflow, task_id_group(task), nullptr, 0, -1, task_id_linear(task), n);
       return;
     }
   }

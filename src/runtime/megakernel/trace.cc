@@ -18,8 +18,8 @@ std::vector<TraceEvent> decode_trace(std::span<const uint64_t> words, int worker
     const int64_t n = std::min<int64_t>(static_cast<int64_t>(mine[0]), tasks_per_worker);
     for (int64_t k = 0; k < n; ++k) {
       const uint64_t* r = mine + 1 + kTraceWords * k;
-      TraceEvent e{w, static_cast<int>(r[0] >> 40), static_cast<int64_t>(r[0] & ((uint64_t{1} << 40) - 1)), r[1],
-                   r[2], r[3], {}};
+      const auto id = static_cast<int64_t>(r[0]);
+      TraceEvent e{w, task_id_group(id), task_id_linear(id), r[1], r[2], r[3], {}};
       for (int b = 0; b < kTraceBarriers; ++b) {
         const auto offset = static_cast<uint32_t>(r[4 + b / 2] >> (32 * (b % 2)));
         if (offset == 0) break;

@@ -28,7 +28,7 @@ inline constexpr int kMailboxSlots = 4;
 struct RingState {
   uint64_t full[kMaxRingStages];
   uint64_t empty[kMaxRingStages];
-  int64_t mailbox[kMailboxSlots];  // announced tasks (group << 40 | linear) or kAnnounceStop
+  int64_t mailbox[kMailboxSlots];  // announced tasks (task_id) or kAnnounceStop
   uint32_t posted, taken;          // announcements made and read
 };
 
