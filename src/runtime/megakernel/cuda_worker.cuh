@@ -19,6 +19,7 @@ struct WorkerShared {
   uint64_t share_slots[2];              // share()
   RingState ring;                       // the weight ring's control words
   int64_t inline_tasks[kInlineSlots];   // the leader's queue of inline tasks
+  int32_t inline_next, inline_end;      // its entries taken and queued
   uint64_t barriers[kTraceBarriers];    // when tracing: the barriers' release times (sync())
   uint32_t barrier_count;               // since take_barriers()
 };
@@ -32,7 +33,10 @@ class CudaWorker {
   // Every thread of the block, once at the start: sets up the ring.
   __device__ void init() {
     if (threadIdx.x == 0 && stages_ > 0) init_ring(shared_->ring, stages_, consumers_ / 32);
-    if (threadIdx.x == 0) shared_->barrier_count = 0;
+    if (threadIdx.x == 0) {
+      shared_->barrier_count = 0;
+      shared_->inline_next = shared_->inline_end = 0;
+    }
     __syncthreads();
   }
 
@@ -130,14 +134,22 @@ class CudaWorker {
   };
   __device__ Reader weights(const kernels::WeightStream&) { return Reader(*this); }
 
-  // The leader's queue of inline tasks (the notifications of its block released them).
+  // The leader's queue of inline tasks (the notifications of its block released them). Its
+  // counters are in shared memory, not in this object: the object lives on the stack (the
+  // out-of-line checks take it), and in a local-memory slot the counters were reloaded at every
+  // queue and poll site of the MoE megakernel, missing the little L1 its scratch leaves.
   __device__ bool queue_inline(int64_t task) {
-    if (inline_end_ - inline_next_ >= static_cast<int>(kInlineSlots)) return false;
-    shared_->inline_tasks[inline_end_++ % kInlineSlots] = task;
+    const int32_t end = shared_->inline_end;
+    if (end - shared_->inline_next >= static_cast<int32_t>(kInlineSlots)) return false;
+    shared_->inline_tasks[end % kInlineSlots] = task;
+    shared_->inline_end = end + 1;
     return true;
   }
   __device__ int64_t next_inline() {
-    return inline_next_ == inline_end_ ? -1 : shared_->inline_tasks[inline_next_++ % kInlineSlots];
+    const int32_t next = shared_->inline_next;
+    if (next == shared_->inline_end) return -1;
+    shared_->inline_next = next + 1;
+    return shared_->inline_tasks[next % kInlineSlots];
   }
 
   // --- the loader (lane 0 of the loader warp)
@@ -245,7 +257,6 @@ class CudaWorker {
   int stages_;
   const LaunchArgs& a_;
   int parity_ = 0;
-  int inline_next_ = 0, inline_end_ = 0;  // the leader's inline queue: taken, queued
   // This thread's place in the ring (consumers: the next chunk to consume; the loader: to fill).
   int stage_ = 0;
   uint32_t phase_ = 0;
