@@ -7,6 +7,10 @@
 // (max, sum) go to o_part and ml for attention_merge. An empty split writes max = -inf, sum = 0.
 //   reads (cfg, q: T x HQ x D f32, k_cache, v_cache: L x SLOTS x HKV x D bf16, tok_pos, tok_seq,
 //          block_table), writes (o_part: KVS x T x HQ x D f32, ml: KVS x T x HQ x 2 f32)
+//
+// On the GPU a warp takes 16 positions at a time on the tensor cores (decode_attention_mma); the
+// host runs the same algorithm a row at a time (decode_attention_rows), which the CPU backend and
+// the tests' references use.
 
 #include "kernels/block_scratch.h"
 #include "kernels/llm/decode_config.h"
@@ -16,143 +20,42 @@ namespace evt::kernels::llm {
 
 inline constexpr int kMaxGroup = 8;  // query heads per KV head the compiled bodies support
 
-// The scratch decode_attention_body<d> uses: each warp's softmax state.
+inline constexpr int kAttentionStepPositions = 16;  // the positions a GPU warp takes at a time
+
+// The GPU body's scratch (the host's uses only the last part): q's MMA fragments (d x 32 bytes),
+// each warp's staged V rows (kAttentionStepPositions rows of 2 d + 16 bytes, padded so that the
+// 8 rows an ldmatrix reads lie in distinct banks), then each warp's softmax state.
+EVT_HD constexpr int64_t attention_state_offset(int64_t d, int warps) {
+  return d * 32 + int64_t{warps} * kAttentionStepPositions * (2 * d + 16);
+}
 EVT_HD constexpr int64_t attention_scratch_bytes(int64_t d, int warps) {
-  return (2 + d) * warps * kMaxGroup * 4;
+  return attention_state_offset(d, warps) + (2 + d) * warps * kMaxGroup * 4;
 }
 
-// The body for groups of up to G query heads: their state stays in registers for the whole task.
-template <int D, int G, class Block>
-EVT_HD void decode_attention_group(const Block& b, const int64_t* tile, const DevBuffer* reads,
-                                   const DevBuffer* writes) {
-  constexpr int kPer = D / lanes();  // dims per lane: lane i holds dims [i * kPer, (i + 1) * kPer)
-  const int32_t* cfg = reads[0].as<const int32_t>();
-  const int64_t l = tile[0], t = tile[1], h = tile[2], s = tile[3];
+// Every warp's softmax state in scratch; then the block merges them, one output value per
+// thread: warps' states are rescaled to the common max and added. w_m, w_sum: [warp][group];
+// w_acc: [warp][group][D].
+template <class Block>
+EVT_HD void attention_merge_warps(const Block& b, const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes,
+                                  const float* w_m, const float* w_sum, const float* w_acc, int d) {
+  const int64_t t = tile[1], h = tile[2], s = tile[3];
   const int64_t tokens = reads[1].dim(0), heads = reads[1].dim(1);
-  const int64_t slots = reads[2].dim(1), kv_heads = reads[2].dim(2);
-  const int group = static_cast<int>(heads / kv_heads);
-  const int32_t* pages = reads[6].as<const int32_t>() + reads[5].as<const int32_t>()[t] * reads[6].dim(1);
-  const int64_t kv_len = reads[4].as<const int32_t>()[t] + 1, split = cfg[kCfgKvSplitLen];
-  const int64_t p0 = min_of(s * split, kv_len), p1 = min_of(p0 + split, kv_len);
-  const float scale = 1.0f / sqrtf(static_cast<float>(D));
-
-  // Fully unrolled over the group and the dims, so that the state stays in registers.
-  float qv[G][kPer], acc[G][kPer], m[G], sum[G];
-  EVT_UNROLL
-  for (int g = 0; g < G; ++g) {
-    m[g] = -INFINITY;
-    sum[g] = 0;
-    const float* q = reads[1].as<const float>() + (t * heads + h * group + g) * D + lane(b) * kPer;
-    EVT_UNROLL
-    for (int j = 0; j < kPer; ++j) {
-      acc[g][j] = 0;
-      qv[g][j] = g < group ? q[j] * scale : 0.0f;
-    }
-  }
-  // The split's page ids, one per lane (its first lanes() pages), so that a position's cache slot
-  // needs no load of its own: each load that waits on another costs a round trip, ~1.4 us while
-  // the other SMs stream weights (bench/README.md), and the slot used to be one before each row.
-  // Positions and page sizes fit 32 bits, whose division is a few instructions (kv_slot).
-  const auto page_size = static_cast<int32_t>(cfg[kCfgPageSize]);
-  const int32_t first_page = static_cast<int32_t>(p0) / page_size;
-  const int32_t split_pages = p0 < p1 ? static_cast<int32_t>(p1 - 1) / page_size - first_page + 1 : 0;
-  const int32_t lane_page = lane(b) < split_pages ? pages[first_page + lane(b)] : 0;
-  const auto slot_of = [&](int64_t p) {
-    const int32_t page = static_cast<int32_t>(p) / page_size, k = page - first_page;
-    return static_cast<int64_t>(k < lanes() ? warp_broadcast(lane_page, k) : pages[page]) * page_size +
-           static_cast<int32_t>(p) % page_size;
-  };
-  const auto load_row = [&](int64_t p, float* kr, float* vr) {
-    const int64_t row = ((l * slots + slot_of(p)) * kv_heads + h) * D + lane(b) * kPer;
-    load_bf16s<kPer>(reads[2].as<const uint16_t>() + row, kr);
-    load_bf16s<kPer>(reads[3].as<const uint16_t>() + row, vr);
-  };
-  // A warp's positions p0 + warp, + W, ..., kRowsInFlight at a time: all their rows' loads are in
-  // flight before the first score. Three rows a warp take a 32-position split (B = 1 at short
-  // contexts) in one round trip with 11 warps. A round is one online-softmax update per head, and
-  // branch-free: every row's and head's score first (their warp reductions overlap), then each
-  // head's new max over the round's rows, one rescale and the rows' weights. A row past the split
-  // weighs 0; a head past the group has q = 0, and its state is never written out. (Row by row,
-  // a score's reduction, max, rescale and update were one dependent chain per row and head: the
-  // B = 16 tasks of Qwen3-8B took 52 us for 256 positions, 7 us a round.)
-  constexpr int kRowsInFlight = 3;
-  for (int64_t p = p0 + warp(b); p < p1; p += kRowsInFlight * warps(b)) {
-    float kr[kRowsInFlight][kPer], vr[kRowsInFlight][kPer];
-    bool valid[kRowsInFlight];
-    EVT_UNROLL
-    for (int i = 0; i < kRowsInFlight; ++i) {
-      valid[i] = p + i * warps(b) < p1;
-      EVT_UNROLL
-      for (int j = 0; j < kPer; ++j) kr[i][j] = vr[i][j] = 0;
-      if (valid[i]) load_row(p + i * warps(b), kr[i], vr[i]);
-    }
-    float score[kRowsInFlight][G];
-    EVT_UNROLL
-    for (int i = 0; i < kRowsInFlight; ++i) {
-      EVT_UNROLL
-      for (int g = 0; g < G; ++g) {
-        float dot = 0;
-        EVT_UNROLL
-        for (int j = 0; j < kPer; ++j) dot += qv[g][j] * kr[i][j];
-        score[i][g] = warp_sum(dot);
-      }
-    }
-    EVT_UNROLL
-    for (int g = 0; g < G; ++g) {
-      float m_new = m[g];
-      EVT_UNROLL
-      for (int i = 0; i < kRowsInFlight; ++i) m_new = valid[i] ? fmaxf(m_new, score[i][g]) : m_new;
-      const float rescale = softmax_rescale(m[g], m_new);
-      float e[kRowsInFlight];
-      EVT_UNROLL
-      for (int i = 0; i < kRowsInFlight; ++i) e[i] = valid[i] ? approx_exp(score[i][g] - m_new) : 0.0f;
-      float round_sum = 0;
-      EVT_UNROLL
-      for (int i = 0; i < kRowsInFlight; ++i) round_sum += e[i];
-      sum[g] = sum[g] * rescale + round_sum;
-      EVT_UNROLL
-      for (int j = 0; j < kPer; ++j) {
-        float v = acc[g][j] * rescale;
-        EVT_UNROLL
-        for (int i = 0; i < kRowsInFlight; ++i) v += e[i] * vr[i][j];
-        acc[g][j] = v;
-      }
-      m[g] = m_new;
-    }
-  }
-
-  // Every warp leaves its state in scratch; then the block merges them, one output value per
-  // thread: warps' states are rescaled to the common max and added.
+  const int group = static_cast<int>(heads / reads[2].dim(2));
   const int nwarps = warps(b);
-  float* w_m = reinterpret_cast<float*>(b.scratch().data);  // [warp][group]: attention_scratch_bytes
-  float* w_sum = w_m + nwarps * kMaxGroup;                      // [warp][group]
-  float* w_acc = w_sum + nwarps * kMaxGroup;                     // [warp][group][D]
-  EVT_UNROLL
-  for (int g = 0; g < G; ++g) {
-    if (g < group) {
-      EVT_UNROLL
-      for (int j = 0; j < kPer; ++j) w_acc[(warp(b) * kMaxGroup + g) * D + lane(b) * kPer + j] = acc[g][j];
-      if (lane(b) == 0) {
-        w_m[warp(b) * kMaxGroup + g] = m[g];
-        w_sum[warp(b) * kMaxGroup + g] = sum[g];
-      }
-    }
-  }
-  b.sync();
-  float* o = writes[0].as<float>() + ((s * tokens + t) * heads + h * group) * D;
+  float* o = writes[0].as<float>() + ((s * tokens + t) * heads + h * group) * d;
   float* ml = writes[1].as<float>() + ((s * tokens + t) * heads + h * group) * 2;
-  for (int i = b.thread(); i < group * D; i += b.threads()) {
-    const int g = i / D;
+  for (int i = b.thread(); i < group * d; i += b.threads()) {
+    const int g = i / d;
     float max = -INFINITY;
     for (int w = 0; w < nwarps; ++w) max = fmaxf(max, w_m[w * kMaxGroup + g]);
     float total = 0, value = 0;
     for (int w = 0; w < nwarps; ++w) {
       const float c = softmax_rescale(w_m[w * kMaxGroup + g], max);
       total += w_sum[w * kMaxGroup + g] * c;
-      value += w_acc[(w * kMaxGroup + g) * D + i % D] * c;
+      value += w_acc[(w * kMaxGroup + g) * d + i % d] * c;
     }
     o[i] = total > 0 ? value / total : 0.0f;
-    if (i % D == 0) {
+    if (i % d == 0) {
       ml[2 * g] = max;
       ml[2 * g + 1] = total;
     }
@@ -160,17 +63,241 @@ EVT_HD void decode_attention_group(const Block& b, const int64_t* tile, const De
   b.sync();  // the next task of this block reuses the scratch
 }
 
-// The group's heads' state takes 2 G (D / 32) registers a thread: a body per group size, so that
-// Qwen3-8B (G = 4) holds 32 of them instead of kMaxGroup's 64 and runs no instructions for heads
-// it does not have.
+// What tile (l, t, h, s) attends to: the positions [p0, p1) of token t's sequence, whose page ids
+// are pages[position / page_size].
+struct AttentionSplit {
+  int64_t p0, p1;
+  const int32_t* pages;
+  int32_t page_size;
+  int group;  // query heads of the KV head
+};
+EVT_HD inline AttentionSplit attention_split(const int64_t* tile, const DevBuffer* reads) {
+  const int32_t* cfg = reads[0].as<const int32_t>();
+  const int64_t t = tile[1], s = tile[3];
+  const int64_t kv_len = reads[4].as<const int32_t>()[t] + 1, split = cfg[kCfgKvSplitLen];
+  AttentionSplit a;
+  a.p0 = min_of(s * split, kv_len);
+  a.p1 = min_of(a.p0 + split, kv_len);
+  a.pages = reads[6].as<const int32_t>() + reads[5].as<const int32_t>()[t] * reads[6].dim(1);
+  a.page_size = cfg[kCfgPageSize];
+  a.group = static_cast<int>(reads[1].dim(1) / reads[2].dim(2));
+  return a;
+}
+
+#if defined(__CUDA_ARCH__)
+__device__ inline void cp_async16(void* smem, const void* gmem) {
+  const auto s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(gmem) : "memory");
+}
+__device__ inline void cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
+// Four 8 x 8 bf16 matrices, transposed: lanes 8i .. 8i + 7 give the rows of matrix i.
+__device__ inline void ldmatrix_x4_trans(uint32_t (&r)[4], const void* smem) {
+  const auto s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(s)
+               : "memory");
+}
+
+// The GPU body. A warp takes 16 positions at a time (a step) and runs both products on the
+// tensor cores (mma.m16n8k16), so that a position costs ~10 warp instructions instead of the
+// ~120 of a row-per-warp body whose every score is a five-shuffle reduction (Qwen3-8B's B = 16
+// tasks, 513 positions, took ~60 us at ~4 GB/s).
+//  - Scores S = Q K^T: Q's up to 8 heads are the rows of A (rows 8-15 zero), a step's positions
+//    the columns of two 8-wide tiles. The dims of a k-step are a permutation of the head dim,
+//    the same for Q and K, chosen so that lane (g, c) (g = lane / 4, c = lane % 4) loads its B
+//    registers for all k-steps as 16-byte runs of K row g: bytes [64j + 16c, +16), words x, y
+//    for k-step 2j and z, w for 2j + 1. So K goes straight from global memory to registers.
+//  - Outputs O^T = V^T P^T, so that the heads are the 8 columns (none wasted for groups of 8) and
+//    P's registers are the scores' own: lane (g, c) holds head g's weights of positions 2c, 2c + 1
+//    (tile 0) and 8 + 2c, 9 + 2c (tile 1), which is the B fragment. V^T's A fragments come from
+//    the step's V rows, staged in shared memory with cp.async and read with ldmatrix.trans.
+//  - q (f32) and the weights P go in as bf16 pairs hi + lo, two MMAs each, so the products keep
+//    ~16 bits (the tests hold the bodies to 1e-4); K and V are bf16 already.
+// Every load of a step (K into registers, V into the stage) is issued before its first MMA:
+// a warp has 8 KiB in flight, the block up to 88 KiB.
+template <int D, class Block>
+__device__ void decode_attention_mma(const Block& b, const int64_t* tile, const DevBuffer* reads,
+                                     const DevBuffer* writes) {
+  static_assert(D % 64 == 0, "head dims of whole 64-dim blocks");
+  constexpr int kStep = kAttentionStepPositions;
+  constexpr int kSteps = D / 16;           // k-steps of q.k; m-tiles (16 dims) of V^T
+  constexpr int kRowBytes = 2 * D + 16;    // a staged V row
+  constexpr int kPieces = D / 8;           // 16-byte pieces of a K/V row
+  const AttentionSplit a = attention_split(tile, reads);
+  const int64_t l = tile[0], t = tile[1], h = tile[2];
+  const int64_t heads = reads[1].dim(1), slots = reads[2].dim(1), kv_heads = reads[2].dim(2);
+  const int ln = lane(b), w = warp(b), nwarps = warps(b), g = ln / 4, c = ln % 4;
+  unsigned char* scratch = b.scratch().data;
+  auto* qfrag = reinterpret_cast<uint4*>(scratch);  // [k-step][lane]: a0 hi, a2 hi, a0 lo, a2 lo
+  unsigned char* stage = scratch + D * 32 + w * kStep * kRowBytes;
+  float* w_m = reinterpret_cast<float*>(scratch + attention_state_offset(D, nwarps));
+  float* w_sum = w_m + nwarps * kMaxGroup;
+  float* w_acc = w_sum + nwarps * kMaxGroup;
+
+  // Q's fragments, scaled by 1 / sqrt(D): k-step 2j + u, lane (g, c) holds dims 32j + 8c + 4u
+  // + {0, 1} (a0) and + {2, 3} (a2) of head g.
+  const float scale = 1.0f / sqrtf(static_cast<float>(D));
+  for (int i = b.thread(); i < kSteps * 32; i += b.threads()) {
+    const int ks = i / 32, fg = (i % 32) / 4, fc = i % 4;
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (fg < a.group) {
+      const float4 x = *reinterpret_cast<const float4*>(reads[1].as<const float>() + (t * heads + h * a.group + fg) * D +
+                                                        32 * (ks / 2) + 8 * fc + 4 * (ks % 2));
+      split_bf16x2(x.x * scale, x.y * scale, v.x, v.z);
+      split_bf16x2(x.z * scale, x.w * scale, v.y, v.w);
+    }
+    qfrag[i] = v;
+  }
+  b.sync();
+
+  // The split's page ids, one per lane (its first 32 pages), so that a slot needs no load of its
+  // own: a load that waits on another costs a round trip, ~1.4 us while other SMs stream weights.
+  const int32_t first_page = static_cast<int32_t>(a.p0) / a.page_size;
+  const int32_t split_pages = a.p0 < a.p1 ? static_cast<int32_t>(a.p1 - 1) / a.page_size - first_page + 1 : 0;
+  const int32_t lane_page = ln < split_pages ? a.pages[first_page + ln] : 0;
+  const uint16_t* k_rows = reads[2].as<const uint16_t>() + (l * slots * kv_heads + h) * D;
+  const uint16_t* v_rows = reads[3].as<const uint16_t>() + (l * slots * kv_heads + h) * D;
+  const int64_t row_stride = kv_heads * D;
+
+  float m = -INFINITY, sum = 0;  // head g's running max; the sum over this lane's positions
+  float acc[kSteps][4];          // O^T, m-tile i: dims 16i + g (+ 8) x heads 2c, 2c + 1
+  EVT_UNROLL
+  for (int i = 0; i < kSteps; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0;
+  for (auto p = static_cast<int32_t>(a.p0) + kStep * w; p < a.p1; p += kStep * nwarps) {
+    // Lane j (and j + 16) finds the slot of position p + j, clamped into the split: a row past it
+    // is loaded (real data, so no NaN) and weighs 0.
+    const int32_t pj = min_of<int32_t>(p + ln % kStep, static_cast<int32_t>(a.p1) - 1);
+    const int32_t k = pj / a.page_size - first_page;
+    const int32_t page = warp_broadcast(lane_page, k % 32);
+    const int32_t slot = (k < 32 ? page : a.pages[first_page + k]) * a.page_size + pj % a.page_size;
+
+    EVT_UNROLL
+    for (int i = 0; i < kStep; i += 32 / kPieces) {  // the step's rows, kPieces lanes a row
+      const int row = i + ln / kPieces, piece = ln % kPieces;
+      cp_async16(stage + row * kRowBytes + piece * 16,
+                 v_rows + warp_broadcast(slot, row) * row_stride + piece * 8);
+    }
+    uint4 kf[2][D / 32];
+    EVT_UNROLL
+    for (int n = 0; n < 2; ++n) {
+      const uint16_t* row = k_rows + warp_broadcast(slot, 8 * n + g) * row_stride + 8 * c;
+      EVT_UNROLL
+      for (int j = 0; j < D / 32; ++j) kf[n][j] = *reinterpret_cast<const uint4*>(row + 32 * j);
+    }
+
+    float sc[2][4] = {};
+    EVT_UNROLL
+    for (int ks = 0; ks < kSteps; ++ks) {
+      const uint4 qa = qfrag[ks * 32 + ln];
+      EVT_UNROLL
+      for (int n = 0; n < 2; ++n) {
+        const uint4 kv = kf[n][ks / 2];
+        const uint32_t b0 = ks % 2 ? kv.z : kv.x, b1 = ks % 2 ? kv.w : kv.y;
+        mma_bf16(sc[n], qa.x, 0, qa.y, 0, b0, b1);
+        mma_bf16(sc[n], qa.z, 0, qa.w, 0, b0, b1);
+      }
+    }
+
+    // Head g's online softmax over the step: lane (g, c) holds positions p + 2c, + 1, + 8, + 9.
+    const float s4[4] = {sc[0][0], sc[0][1], sc[1][0], sc[1][1]};
+    const int32_t at[4] = {p + 2 * c, p + 2 * c + 1, p + 8 + 2 * c, p + 9 + 2 * c};
+    float mx = m;
+    EVT_UNROLL
+    for (int i = 0; i < 4; ++i) mx = at[i] < a.p1 ? fmaxf(mx, s4[i]) : mx;
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    const float rescale = softmax_rescale(m, mx);
+    float e[4];
+    EVT_UNROLL
+    for (int i = 0; i < 4; ++i) e[i] = at[i] < a.p1 ? approx_exp(s4[i] - mx) : 0.0f;
+    sum = sum * rescale + ((e[0] + e[1]) + (e[2] + e[3]));
+    m = mx;
+    uint32_t p_hi0, p_lo0, p_hi1, p_lo1;
+    split_bf16x2(e[0], e[1], p_hi0, p_lo0);
+    split_bf16x2(e[2], e[3], p_hi1, p_lo1);
+    // The accumulators of heads 2c and 2c + 1 rescale by those heads' factors (lanes 8c, 8c + 4).
+    const float r0 = __shfl_sync(0xffffffffu, rescale, 8 * c), r1 = __shfl_sync(0xffffffffu, rescale, 8 * c + 4);
+
+    cp_async_wait_all();
+    __syncwarp();
+    EVT_UNROLL
+    for (int i = 0; i < kSteps; ++i) {
+      // Matrix q = ln / 8 of V^T's m-tile i: positions 8 (q / 2) + row, dims 16i + 8 (q % 2).
+      uint32_t va[4];
+      ldmatrix_x4_trans(va, stage + (8 * (ln / 16) + ln % 8) * kRowBytes + (16 * i + 8 * ((ln / 8) % 2)) * 2);
+      acc[i][0] *= r0, acc[i][1] *= r1, acc[i][2] *= r0, acc[i][3] *= r1;
+      mma_bf16(acc[i], va[0], va[1], va[2], va[3], p_hi0, p_hi1);
+      mma_bf16(acc[i], va[0], va[1], va[2], va[3], p_lo0, p_lo1);
+    }
+    __syncwarp();  // the next step's copies overwrite the stage
+  }
+
+  sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+  sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+  if (c == 0 && g < a.group) {
+    w_m[w * kMaxGroup + g] = m;
+    w_sum[w * kMaxGroup + g] = sum;
+  }
+  EVT_UNROLL
+  for (int u = 0; u < 2; ++u) {
+    if (2 * c + u < a.group) {
+      float* out = w_acc + (w * kMaxGroup + 2 * c + u) * D + g;
+      EVT_UNROLL
+      for (int i = 0; i < kSteps; ++i) {
+        out[16 * i] = acc[i][u];
+        out[16 * i + 8] = acc[i][2 + u];
+      }
+    }
+  }
+  b.sync();
+  attention_merge_warps(b, tile, reads, writes, w_m, w_sum, w_acc, D);
+}
+#else
+// The host's body (a block of one thread): the positions in order, one online-softmax update per
+// position and head.
+template <int D, class Block>
+void decode_attention_rows(const Block& b, const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
+  const AttentionSplit a = attention_split(tile, reads);
+  const int64_t l = tile[0], t = tile[1], h = tile[2];
+  const int64_t heads = reads[1].dim(1), slots = reads[2].dim(1), kv_heads = reads[2].dim(2);
+  const float scale = 1.0f / sqrtf(static_cast<float>(D));
+  float* w_m = reinterpret_cast<float*>(b.scratch().data + attention_state_offset(D, 1));
+  float* w_sum = w_m + kMaxGroup;
+  float* w_acc = w_sum + kMaxGroup;
+  float qv[kMaxGroup][D];
+  for (int g = 0; g < a.group; ++g) {
+    const float* q = reads[1].as<const float>() + (t * heads + h * a.group + g) * D;
+    for (int j = 0; j < D; ++j) qv[g][j] = q[j] * scale, w_acc[g * D + j] = 0;
+    w_m[g] = -INFINITY, w_sum[g] = 0;
+  }
+  for (int64_t p = a.p0; p < a.p1; ++p) {
+    const int64_t slot = int64_t{a.pages[p / a.page_size]} * a.page_size + p % a.page_size;
+    const int64_t row = ((l * slots + slot) * kv_heads + h) * D;
+    float kr[D], vr[D];
+    load_bf16s<D>(reads[2].as<const uint16_t>() + row, kr);
+    load_bf16s<D>(reads[3].as<const uint16_t>() + row, vr);
+    for (int g = 0; g < a.group; ++g) {
+      float score = 0;
+      for (int j = 0; j < D; ++j) score += qv[g][j] * kr[j];
+      const float m_new = fmaxf(w_m[g], score), rescale = softmax_rescale(w_m[g], m_new), e = approx_exp(score - m_new);
+      w_sum[g] = w_sum[g] * rescale + e;
+      for (int j = 0; j < D; ++j) w_acc[g * D + j] = w_acc[g * D + j] * rescale + e * vr[j];
+      w_m[g] = m_new;
+    }
+  }
+  attention_merge_warps(b, tile, reads, writes, w_m, w_sum, w_acc, D);
+}
+#endif
+
 template <int D, class Block>
 EVT_HD void decode_attention_body(const Block& b, const int64_t* tile, const DevBuffer* reads,
                                   const DevBuffer* writes) {
-  const int64_t group = reads[1].dim(1) / reads[2].dim(2);  // HQ / HKV
-  if (group <= 1) return decode_attention_group<D, 1>(b, tile, reads, writes);
-  if (group <= 2) return decode_attention_group<D, 2>(b, tile, reads, writes);
-  if (group <= 4) return decode_attention_group<D, 4>(b, tile, reads, writes);
-  decode_attention_group<D, kMaxGroup>(b, tile, reads, writes);
+#if defined(__CUDA_ARCH__)
+  decode_attention_mma<D>(b, tile, reads, writes);
+#else
+  decode_attention_rows<D>(b, tile, reads, writes);
+#endif
 }
 
 template <class Block>

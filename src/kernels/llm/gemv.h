@@ -285,17 +285,6 @@ class Segments {
 };
 
 #if defined(__CUDA_ARCH__)
-// d += a b for one 16 x 8 x 16 tile: a holds rows (g, g+8) x k (2c, 2c+1, 2c+8, 2c+9) of lane
-// (g = lane / 4, c = lane % 4), b holds k (2c, 2c+1, 2c+8, 2c+9) of column g; d holds rows
-// (g, g+8) x columns (2c, 2c+1).
-__device__ inline void mma_bf16(float* d, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
-                                uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
 // One weight tile (k-block kb of the pass) times kNT 8-token column tiles of the staged
 // activations: lane (g, c) reads its A registers of both MMAs from the tile's two halves and
 // columns 8c .. 8c+7 of token g's staged row, the B registers of both (weight_tiles.h).

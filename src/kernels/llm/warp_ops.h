@@ -254,4 +254,31 @@ EVT_HD inline float softmax_rescale(float m, float max) { return m == -INFINITY 
 
 EVT_HD inline float silu(float g) { return g / (1.0f + approx_exp(-g)); }
 
+#if defined(__CUDA_ARCH__)
+// d += a b for one 16 x 8 x 16 tile: a holds rows (g, g+8) x k (2c, 2c+1, 2c+8, 2c+9) of lane
+// (g = lane / 4, c = lane % 4), b holds k (2c, 2c+1, 2c+8, 2c+9) of column g; d holds rows
+// (g, g+8) x columns (2c, 2c+1). A register holds two bf16, the lower k in its low half.
+__device__ inline void mma_bf16(float* d, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// Two floats as bf16 (round to nearest even), x0 in the low half.
+__device__ inline uint32_t pack_bf16x2(float x0, float x1) {
+  uint32_t w;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(w) : "f"(x1), "f"(x0));
+  return w;
+}
+
+// x = hi + lo with about 16 significant bits, two bf16 each: an MMA of bf16 operands then
+// multiplies f32 values to ~1e-5 relative in two MMAs instead of one at bf16's 4e-3.
+__device__ inline void split_bf16x2(float x0, float x1, uint32_t& hi, uint32_t& lo) {
+  hi = pack_bf16x2(x0, x1);
+  lo = pack_bf16x2(x0 - __uint_as_float(hi << 16), x1 - __uint_as_float(hi & 0xffff0000u));
+}
+#endif
+
 }  // namespace evt::kernels::llm
