@@ -75,18 +75,23 @@ int64_t qkv_splits(int64_t heads, int64_t most, int workers) {
   return std::clamp<int64_t>(workers / heads, 1, most);
 }
 
-// A task's fixed cost in attention, in KV positions' worth: on an H200 a Qwen3-8B task of 32
-// positions took 14.5 us and one of 256 took 34 (e99c836), 0.087 us a position past ~130's worth.
-constexpr int64_t kSplitFixedPositions = 128;
+// Decode attention's cost in rounds: a block's warps take kAttentionStepPositions positions each
+// per round (one memory round trip and a few hundred tensor-core instructions, ~1-2 us on an H200),
+// and a task costs about kSplitFixedRounds more (its wait, the split's q fragments, the warps'
+// merge: ~10 us). Splits past a round each also add a partial state for the merge to combine.
+constexpr int64_t kSplitFixedRounds = 6;
 
 // KV splits of attention over `heads` (token, KV head) pairs: the count that ends the attention
-// soonest, each wave of tasks (one per worker) taking as long as its longest split plus a task's
-// fixed cost; each split at least 32 positions, the fewest splits on a tie. (Enough splits to
-// cover the workers, as before, made Qwen3-8B's 128 pairs at B = 16 two waves of 256 tasks.)
+// soonest, each wave of tasks (one per worker) taking its longest split's rounds plus a task's
+// fixed cost, and the fewest splits on a tie (each split is another partial for the merge).
+// Measured with `eventide tune` on an H200 at ff64294 (B = 1): Qwen3-0.6B at 513 positions ran
+// 2.368 / 2.303 / 2.259 / 2.287 / 2.321 ms with 1 / 2 / 4 / 8 / 16 splits, and past one wave
+// (Qwen3-8B, 4097 positions, 32 splits of 8 KV heads) 7.94 ms against 7.17 with 16.
 int64_t kv_splits(int64_t heads, int64_t longest_context, int workers) {
+  const int64_t round = kernels::llm::kAttentionStepPositions * (kernels::llm::kDecodeThreads / 32);
   int64_t best = 1, best_cost = std::numeric_limits<int64_t>::max();
-  for (int64_t s = 1; s <= std::max<int64_t>(1, longest_context / 32); ++s) {
-    const int64_t cost = ceil_div(heads * s, workers) * (ceil_div(longest_context, s) + kSplitFixedPositions);
+  for (int64_t s = 1; s <= std::max<int64_t>(1, longest_context / kernels::llm::kAttentionStepPositions); ++s) {
+    const int64_t cost = ceil_div(heads * s, workers) * (ceil_div(ceil_div(longest_context, s), round) + kSplitFixedRounds);
     if (cost < best_cost) best = s, best_cost = cost;
   }
   return best;
