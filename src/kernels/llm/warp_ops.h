@@ -149,12 +149,20 @@ EVT_HD inline void load_bf16s(const uint16_t* p, float* out) {
 #endif
 }
 
+#if defined(__CUDA_ARCH__)
+// Two floats as bf16 (round to nearest even) in one conversion, x0 in the low half.
+__device__ inline uint32_t pack_bf16x2(float x0, float x1) {
+  uint32_t w;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(w) : "f"(x1), "f"(x0));
+  return w;
+}
+#endif
+
 // Rounds eight floats to bf16 and stores them: one 16-byte store on the GPU (`p` 16-byte aligned).
 EVT_HD inline void store_bf16x8(uint16_t* p, const float* v) {
 #if defined(__CUDA_ARCH__)
-  uint32_t w[4];  // one conversion per pair: the first value in the low half
-  for (int i = 0; i < 4; ++i) asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(w[i]) : "f"(v[2 * i + 1]), "f"(v[2 * i]));
-  *reinterpret_cast<uint4*>(p) = make_uint4(w[0], w[1], w[2], w[3]);
+  *reinterpret_cast<uint4*>(p) = make_uint4(pack_bf16x2(v[0], v[1]), pack_bf16x2(v[2], v[3]), pack_bf16x2(v[4], v[5]),
+                                            pack_bf16x2(v[6], v[7]));
 #else
   for (int i = 0; i < 8; ++i) p[i] = f32_to_bf16(v[i]);
 #endif
@@ -264,13 +272,6 @@ __device__ inline void mma_bf16(float* d, uint32_t a0, uint32_t a1, uint32_t a2,
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-// Two floats as bf16 (round to nearest even), x0 in the low half.
-__device__ inline uint32_t pack_bf16x2(float x0, float x1) {
-  uint32_t w;
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(w) : "f"(x1), "f"(x0));
-  return w;
 }
 
 // x = hi + lo with about 16 significant bits, two bf16 each: an MMA of bf16 operands then
