@@ -1,6 +1,6 @@
 #pragma once
 // What code compiled by both nvcc and the host compiler needs first: EVT_HD for functions of
-// both sides, EVT_UNROLL, EVT_NOINLINE, and constexpr min/max usable in device code.
+// both sides, EVT_UNROLL, EVT_NO_UNROLL, EVT_NOINLINE, and constexpr min/max usable in device code.
 
 #if defined(__CUDACC__)
 #define EVT_HD __host__ __device__
@@ -13,6 +13,14 @@
 #define EVT_UNROLL _Pragma("unroll")
 #else
 #define EVT_UNROLL
+#endif
+
+// No unrolling, for a loop that runs rarely (once a layer) where its copies would cost more in
+// instruction fetch than the loop costs in branches.
+#if defined(__CUDA_ARCH__)
+#define EVT_NO_UNROLL _Pragma("unroll 1")
+#else
+#define EVT_NO_UNROLL
 #endif
 
 // A function the GPU calls rather than inlines: a rare path that would otherwise be copied into

@@ -14,6 +14,7 @@
 
 #include "kernels/llm/decode_config.h"
 #include "kernels/llm/moe_layout.h"
+#include "kernels/llm/moe_reference.h"
 #include "kernels/llm/warp_ops.h"
 #include "kernels/llm/weight_tiles.h"
 #include "kernels/registry.h"
@@ -215,6 +216,23 @@ TEST_P(SparseLayer, RoutesAndCombinesAsQwen3Moe) {
 
 INSTANTIATE_TEST_SUITE_P(NormTopk, SparseLayer, ::testing::Bool(),
                          [](const auto& info) { return info.param ? "renormalized" : "softmax_weights"; });
+
+// The bodies' 16-ary search finds the expert of every tile as a plain scan does, over tables with
+// empty ranges (unrouted experts) at the ends and between, of expert counts around its rounds'
+// sizes; and -1 past the last range.
+TEST(MoeTileExpert, FindsTheRangeThatHoldsEachTileAsAScanDoes) {
+  std::mt19937 rng(7);
+  for (const int64_t experts : {1, 2, 15, 16, 17, 31, 128, 255, 256}) {
+    for (int round = 0; round < 20; ++round) {
+      std::vector<int32_t> ptr{0};
+      for (int64_t e = 0; e < experts; ++e) ptr.push_back(ptr.back() + static_cast<int32_t>(rng() % 4 == 0 ? 0 : rng() % 5));
+      for (int64_t i = 0; i < ptr.back() + 3; ++i) {
+        ASSERT_EQ(moe_tile_expert(ptr.data(), experts, i), ref_tile_expert(ptr.data(), experts, i))
+            << experts << " experts, tile " << i;
+      }
+    }
+  }
+}
 
 // Built-in rows may not share a name: a later one would replace the earlier, as this branch's
 // first moe_combine did examples/moe_routed.evt's.

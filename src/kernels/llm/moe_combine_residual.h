@@ -6,6 +6,7 @@
 //   reads (cfg, y_s: R x H f32, pos: T x XK i32, x_mid: T x H f32), writes (x: 2 x T x H f32)
 
 #include "kernels/llm/decode_config.h"
+#include "kernels/llm/moe_layout.h"
 
 namespace evt::kernels::llm {
 
@@ -20,11 +21,17 @@ EVT_HD void moe_combine_residual_body(const Block& b, const int64_t* tile, const
   const int64_t width = rows.end - rows.begin;
   for (int64_t i = b.thread(); i < tokens * width; i += b.threads()) {
     const int64_t t = i / width, r = rows.begin + i % width;
+    // Every slot's loads before any sum (a slot past the last, or unused, loads a row that the sum
+    // skips): ptxas issues a load behind a condition only once the one before it has been used.
+    int32_t p[kMaxMoeTopK];
+    EVT_UNROLL
+    for (int s = 0; s < kMaxMoeTopK; ++s) p[s] = pos[t * slots + min_of<int64_t>(s, slots - 1)];
+    float v[kMaxMoeTopK];
+    EVT_UNROLL
+    for (int s = 0; s < kMaxMoeTopK; ++s) v[s] = y[max_of(p[s], 0) * hidden + r];
     float sum = 0;
-    for (int64_t s = 0; s < slots; ++s) {
-      const int32_t p = pos[t * slots + s];
-      if (p >= 0) sum += y[p * hidden + r];
-    }
+    EVT_UNROLL
+    for (int s = 0; s < kMaxMoeTopK; ++s) sum += s < slots && p[s] >= 0 ? v[s] : 0.0f;
     out[t * hidden + r] = x_mid[t * hidden + r] + sum;
   }
 }

@@ -35,15 +35,28 @@ EVT_HD inline int64_t moe_down_rows(const int32_t* cfg, bool sparse) {
   return cfg[sparse ? kCfgMoeRowsDn : kCfgRowsH];
 }
 
-// The expert whose tile range [ptr[e], ptr[e + 1]) holds tile i, or -1 past the last.
+// The expert whose tile range [ptr[e], ptr[e + 1]) holds tile i, or -1 past the last. ptr is the
+// plan's table in global memory, where each load is a round trip to L2 (about 1 us while weights
+// stream), so the search is 16-ary: a round loads 15 probes (clamped to the range, so that no
+// load waits behind a branch) and counts those at or before i, a sum the compiler can start only
+// once most loads are out, where a chain of selects had it issue them two at a time. 128 or 256
+// experts take two rounds where halving took eight dependent loads.
 EVT_HD inline int64_t moe_tile_expert(const int32_t* ptr, int64_t experts, int64_t i) {
-  if (i >= ptr[experts]) return -1;
-  int64_t lo = 0, hi = experts - 1;  // the last e with ptr[e] <= i: ranges of unrouted experts are empty
+  const int32_t total = ptr[experts];
+  int32_t lo = 0, hi = static_cast<int32_t>(experts) - 1;  // the last e with ptr[e] <= i
   while (lo < hi) {
-    const int64_t mid = (lo + hi + 1) / 2;
-    if (ptr[mid] <= i) lo = mid; else hi = mid - 1;
+    const int32_t step = (hi - lo) / 16 + 1;
+    int32_t begins[15];
+    EVT_UNROLL
+    for (int k = 0; k < 15; ++k) begins[k] = ptr[min_of(lo + (k + 1) * step, hi)];
+    int32_t below = 0;  // probes at or before i: a prefix of them, since ptr rises
+    EVT_UNROLL
+    for (int k = 0; k < 15; ++k) below += begins[k] <= i;
+    const int32_t next = below == 0 ? lo : min_of(lo + below * step, hi);
+    hi = min_of(next + step - 1, hi);
+    lo = next;
   }
-  return lo;
+  return i < total ? lo : -1;
 }
 
 struct LayerMlp {

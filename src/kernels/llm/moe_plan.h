@@ -47,67 +47,79 @@ EVT_HD inline int64_t moe_plan_scratch_bytes(int64_t experts, int64_t top_k, int
   return moe_plan_table_bytes(experts) + warps * moe_route_warp_bytes(experts, top_k) + 8;
 }
 
+// A logit's place in the routing order: order_key, except that NaN has 0, below every logit's,
+// so that it is never picked.
+EVT_HD inline uint32_t route_key(float v) { return v == v ? order_key(v) : 0; }
+
 // Routes tokens [0, tokens) from their logits (row t at logits + t * ld) into ids and w (slots
 // per token), a token per warp at a time in `warp_scratch` (moe_route_warp_bytes each). When
 // row_e is not null, it and row_w get each (token, slot) row's expert and weight too.
 //
-// The picks are made in rounds: each round takes the first, in the order (logit descending,
-// index ascending), of the experts that come after the last pick in that order, which is the
-// reference's order of the probabilities (exp is monotonic) with ties to the lower index. A lane
-// looks at every 32nd expert and the warp keeps the first of the lanes' (warp_first). NaN logits
-// are never picked; a slot with nothing left to pick gets expert -1.
+// A lane holds the keys of its experts (lane + lanes() j) in registers. Each of the top_k rounds
+// takes the warp's largest key not taken yet (one redux), and of the lanes that hold it the lowest
+// expert (another): the reference's order of the probabilities (exp is monotonic) with ties to
+// the lower index. NaN logits are never picked; a slot with nothing left to pick gets expert -1.
+// The weights are the picks' exp(z - top) over their sum in pick order (over every expert's in
+// expert order without kCfgMoeNormTopk), in double: softmax and renormalization in one division,
+// as ref_route computes them, so that body and reference agree bit for bit.
 template <class Block>
 EVT_HD void moe_route_tokens(const Block& b, const float* logits, int64_t ld, int64_t tokens, int64_t experts,
                              int64_t top_k, bool norm_topk, int32_t* ids, float* w, int64_t slots,
                              unsigned char* warp_scratch, int32_t* row_e, float* row_w) {
+  constexpr int kLaneExperts = static_cast<int>(kMaxMoeExperts) / lanes();
   double* ex = reinterpret_cast<double*>(warp_scratch + warp(b) * moe_route_warp_bytes(experts, top_k));
   float* z = reinterpret_cast<float*>(ex + experts);
   int32_t* pick = reinterpret_cast<int32_t*>(z + experts);
   for (int64_t t = warp(b); t < tokens; t += warps(b)) {
-    for (int64_t e = lane(b); e < experts; e += lanes()) z[e] = logits[t * ld + e];
-    warp_sync();
-    float last_v = 0;
-    int32_t last_e = -1;  // no pick yet
-    for (int64_t s = 0; s < top_k; ++s) {
-      float v = 0;
-      int32_t best = -1;
-      for (int64_t e = lane(b); e < experts; e += lanes()) {
-        const float u = z[e];
-        const bool after_last = last_e < 0 || u < last_v || (u == last_v && e > last_e);
-        if (u == u && after_last && (best < 0 || u > v)) {  // lanes see their experts in index order
-          v = u;
-          best = static_cast<int32_t>(e);
-        }
+    // Every load is issued before any is used: a lane past the last expert loads the last one's
+    // logit and keys it 0, rather than branching around the load.
+    float u[kLaneExperts];
+    EVT_UNROLL
+    for (int j = 0; j < kLaneExperts; ++j) u[j] = logits[t * ld + min_of<int64_t>(lane(b) + lanes() * j, experts - 1)];
+    uint32_t key[kLaneExperts];
+    EVT_UNROLL
+    for (int j = 0; j < kLaneExperts; ++j) {
+      const int64_t e = lane(b) + lanes() * j;
+      key[j] = e < experts ? route_key(u[j]) : 0;
+      if (e < experts) z[e] = u[j];
+    }
+    int64_t picked = 0;
+    EVT_NO_UNROLL
+    for (; picked < top_k; ++picked) {
+      uint32_t best = 0;  // this lane's largest key left, at its first j
+      int jb = 0;
+      EVT_UNROLL
+      for (int j = 0; j < kLaneExperts; ++j) {
+        if (key[j] > best) best = key[j], jb = j;
       }
-      warp_first(v, best);
-      if (lane(b) == 0) pick[s] = best;
-      if (best < 0) {  // nothing left: the remaining slots stay empty
-        for (int64_t r = s + 1; r < top_k && lane(b) == 0; ++r) pick[r] = -1;
-        break;
+      const uint32_t top_key = warp_max(best);
+      if (top_key == 0) break;  // nothing left but NaN: the remaining slots stay empty
+      const int32_t mine = best == top_key ? static_cast<int32_t>(lane(b) + lanes() * jb) : INT32_MAX;
+      const int32_t e = warp_min(mine);
+      if (mine == e) {
+        EVT_UNROLL
+        for (int j = 0; j < kLaneExperts; ++j) key[j] = j == jb ? 0 : key[j];
       }
-      last_v = v;
-      last_e = best;
+      if (lane(b) == 0) pick[picked] = e;
     }
     warp_sync();
-    const double top = pick[0] < 0 ? 0.0 : static_cast<double>(z[pick[0]]);
-    for (int64_t e = lane(b); e < experts; e += lanes()) ex[e] = exp(static_cast<double>(z[e]) - top);
+    // The exps the weights divide, then their sum, by every lane in the same order.
+    const double top = picked == 0 ? 0.0 : static_cast<double>(z[pick[0]]);
+    const int64_t terms = norm_topk ? picked : experts;
+    EVT_NO_UNROLL
+    for (int64_t i = lane(b); i < terms; i += lanes()) ex[i] = exp(static_cast<double>(z[norm_topk ? pick[i] : i]) - top);
     warp_sync();
-    if (lane(b) == 0) {
-      double sum = 0;  // in expert order, as the reference sums
-      EVT_UNROLL
-      for (int64_t e = 0; e < experts; ++e) sum += ex[e];
-      double picked = 0;
-      for (int64_t s = 0; s < top_k; ++s) picked += pick[s] < 0 ? 0.0 : ex[pick[s]] / sum;
-      for (int64_t s = 0; s < slots; ++s) {
-        const int32_t e = s < top_k ? pick[s] : -1;
-        const double p = e < 0 ? 0.0 : ex[e] / sum;
-        const float weight = static_cast<float>(e >= 0 && norm_topk ? p / picked : p);
-        ids[t * slots + s] = e;
-        w[t * slots + s] = weight;
-        if (row_e != nullptr) {
-          row_e[t * slots + s] = e;
-          row_w[t * slots + s] = weight;
-        }
+    double sum = 0;
+    for (int64_t i = 0; i < terms; ++i) sum += ex[i];
+    EVT_NO_UNROLL
+    for (int64_t s = lane(b); s < slots; s += lanes()) {
+      const int32_t e = s < picked ? pick[s] : -1;
+      const float weight = e < 0 ? 0.0f : static_cast<float>(ex[norm_topk ? s : e] / sum);
+      ids[t * slots + s] = e;
+      w[t * slots + s] = weight;
+      if (row_e != nullptr) {
+        row_e[t * slots + s] = e;
+        row_w[t * slots + s] = weight;
       }
     }
     warp_sync();  // the warp's next token reuses z, ex and pick
@@ -171,46 +183,40 @@ EVT_HD void moe_plan_body(const Block& b, const int64_t* tile, const DevBuffer* 
     b.sync();
     return n;
   };
-  // A warp takes an expert and its lanes 32 rows at a time.
+  // A shared-memory add per row: the order rows are counted in does not matter.
   for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
     const int64_t n = stage(r0);
-    for (int64_t e = warp(b); e < experts; e += warps(b)) {
-      int32_t c = 0;
-      for (int64_t i = lane(b); i - lane(b) < n; i += lanes()) c += bit_count(warp_ballot(i < n && row_e[i] == e));
-      if (lane(b) == 0) cursor[e] += c;
+    for (int64_t i = b.thread(); i < n; i += b.threads()) {
+      if (row_e[i] >= 0) shared_add(&cursor[row_e[i]], 1);
     }
     b.sync();
   }
-  // 3. The prefix sums (warp 0: each lane a run of experts), then the tables and wait counts.
+  // 3. The prefix sums and the range tables (warp 0: each lane a run of experts), then the tile
+  // table and the wait counts. Under dynamic scheduling a zero count fires its element at once,
+  // which reads gu_ptr and dn_ptr: the block barrier between orders them first.
   if (warp(b) == 0) {
     const int64_t per = (experts + lanes() - 1) / lanes(), e0 = lane(b) * per, e1 = e0 + per < experts ? e0 + per : experts;
     uint64_t mine = 0;  // rows << 32 | routed experts, of this lane's run
     for (int64_t e = e0; e < e1; ++e) mine += (uint64_t{static_cast<uint32_t>(cursor[e])} << 32) + (cursor[e] > 0);
     const LaneSums sums = warp_lane_sums(mine, lane(b));
+    const auto put = [&](int64_t e, uint64_t rows_experts) {
+      start[e] = indptr[e] = static_cast<int32_t>(rows_experts >> 32);
+      before[e] = static_cast<int32_t>(rows_experts & 0xffffffffu);
+      gu[e] = static_cast<int32_t>(before[e] * gu_tiles);
+      dn[e] = static_cast<int32_t>(before[e] * dn_tiles);
+    };
     uint64_t so_far = sums.below;
     for (int64_t e = e0; e < e1; ++e) {
-      start[e] = static_cast<int32_t>(so_far >> 32);
-      before[e] = static_cast<int32_t>(so_far & 0xffffffffu);
+      put(e, so_far);
       so_far += (uint64_t{static_cast<uint32_t>(cursor[e])} << 32) + (cursor[e] > 0);
     }
-    if (lane(b) == 0) {
-      start[experts] = static_cast<int32_t>(sums.total >> 32);
-      before[experts] = static_cast<int32_t>(sums.total & 0xffffffffu);
-    }
+    if (lane(b) == 0) put(experts, sums.total);
   }
   b.sync();
-  for (int64_t e = b.thread(); e < width; e += b.threads()) {
-    indptr[e] = start[e];
-    gu[e] = static_cast<int32_t>(before[e] * gu_tiles);
-    dn[e] = static_cast<int32_t>(before[e] * dn_tiles);
-  }
   // Gate/up tile i is the (i / gu_tiles)-th routed expert's.
   for (int64_t i = b.thread(); i < max_gu; i += b.threads()) {
     tile_expert[i] = static_cast<int32_t>(moe_tile_expert(before, experts, i / gu_tiles));
   }
-  // Under dynamic scheduling a zero count fires its element at once, which reads gu_ptr and
-  // dn_ptr: all of them must be written first.
-  b.sync();
   if (b.thread() == 0) b.set_wait_count(1, l, before[experts] * dn_tiles);
   for (int64_t e = b.thread(); e < experts; e += b.threads()) {
     b.set_wait_count(0, l * experts + e, start[e + 1] > start[e] ? gu_tiles : 0);

@@ -24,28 +24,27 @@ struct RefRoute {
 };
 
 // transformers' Qwen3MoeTopKRouter from a token's router logits: softmax, the top_k most probable
-// experts, their probabilities renormalized to sum to 1 when norm_topk_prob. In double. Equal
-// probabilities go to the lower expert index; torch.topk leaves their order unspecified (on the
-// CPU it is not by index), and with real-valued logits an exact tie does not happen in practice.
+// experts, their probabilities renormalized to sum to 1 when norm_topk_prob. In double, as one
+// division: exp(z - top) over the sum of the chosen experts' exps (in the order chosen), or over
+// every expert's (in expert order) without norm_topk_prob. Equal probabilities go to the lower
+// expert index; torch.topk leaves their order unspecified (on the CPU it is not by index), and
+// with real-valued logits an exact tie does not happen in practice.
 template <typename Logit>
 std::vector<RefRoute> ref_route(const Logit* logits, int64_t experts, int64_t top_k, bool norm_topk_prob) {
-  std::vector<double> prob(logits, logits + experts);
-  const double top = *std::max_element(prob.begin(), prob.end());
-  double sum = 0;
-  for (double& p : prob) sum += (p = std::exp(p - top));
-  for (double& p : prob) p /= sum;
-  std::vector<int64_t> order(prob.size());
+  std::vector<double> ex(logits, logits + experts);
+  const double top = *std::max_element(ex.begin(), ex.end());
+  for (double& p : ex) p = std::exp(p - top);
+  std::vector<int64_t> order(ex.size());
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return prob[a] > prob[b]; });
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return ex[a] > ex[b]; });
   std::vector<RefRoute> chosen;
-  double chosen_sum = 0;
+  double sum = 0;
   for (int64_t s = 0; s < top_k; ++s) {
-    chosen.push_back({order[s], prob[order[s]]});
-    chosen_sum += prob[order[s]];
+    chosen.push_back({order[s], ex[order[s]]});
+    sum += norm_topk_prob ? ex[order[s]] : 0.0;
   }
-  if (norm_topk_prob) {
-    for (RefRoute& r : chosen) r.weight /= chosen_sum;
-  }
+  if (!norm_topk_prob) sum = std::accumulate(ex.begin(), ex.end(), 0.0);
+  for (RefRoute& r : chosen) r.weight /= sum;
   return chosen;
 }
 

@@ -161,20 +161,6 @@ EVT_HD void adjust_row(const Block& b, const float* logits, float* adj, int64_t 
   b.sync();
 }
 
-// A u32 key that orders like the (non-NaN) float, with -0 and +0 on one key as they compare equal.
-EVT_HD inline uint32_t order_key(float z) {
-  const uint32_t bits = static_cast<uint32_t>(f32_to_bits(z == 0.0f ? 0.0f : z));
-  return (bits & 0x80000000u) ? ~bits : bits | 0x80000000u;
-}
-
-EVT_HD inline void shared_add(uint64_t* p, uint64_t v) {
-#if defined(__CUDA_ARCH__)
-  atomicAdd(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(v));
-#else
-  *p += v;
-#endif
-}
-
 // A thread's weight for one histogram bin, added with one atomic per run of elements in that bin
 // rather than one per element: a thread's consecutive elements often share their leading key
 // digits (logits cluster in a few exponents), where atomics of the whole block would pile up.

@@ -120,6 +120,28 @@ EVT_HD inline int32_t f32_to_bits(float f) {
   return bits;
 }
 
+// A u32 key that orders like the (non-NaN) float, with -0 and +0 on one key as they compare equal.
+EVT_HD inline uint32_t order_key(float z) {
+  const uint32_t bits = static_cast<uint32_t>(f32_to_bits(z == 0.0f ? 0.0f : z));
+  return (bits & 0x80000000u) ? ~bits : bits | 0x80000000u;
+}
+
+// An add to a word of the block's shared memory that other threads add to at the same time.
+EVT_HD inline void shared_add(uint64_t* p, uint64_t v) {
+#if defined(__CUDA_ARCH__)
+  atomicAdd(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(v));
+#else
+  *p += v;
+#endif
+}
+EVT_HD inline void shared_add(int32_t* p, int32_t v) {
+#if defined(__CUDA_ARCH__)
+  atomicAdd(p, v);
+#else
+  *p += v;
+#endif
+}
+
 // Eight consecutive bf16 values as floats: one 16-byte load on the GPU (`p` 16-byte aligned).
 EVT_HD inline void load8_bf16(const uint16_t* p, float* out) {
 #if defined(__CUDA_ARCH__)
@@ -224,21 +246,19 @@ EVT_HD inline int bit_count(uint32_t v) {
 #endif
 }
 
-// The first of the lanes' (v, e) pairs in the order v descending, then e ascending, to every
-// lane; e < 0 is no pair. (A strict order, so both lanes of each exchange keep the same pair.)
-EVT_HD inline void warp_first(float& v, int32_t& e) {
+// The largest and the smallest of the lanes' values, to every lane: one redux.sync each.
+EVT_HD inline uint32_t warp_max(uint32_t v) {
 #if defined(__CUDA_ARCH__)
-  for (int offset = 16; offset > 0; offset /= 2) {
-    const float ov = __shfl_xor_sync(0xffffffffu, v, offset);
-    const int32_t oe = __shfl_xor_sync(0xffffffffu, e, offset);
-    if (oe >= 0 && (e < 0 || ov > v || (ov == v && oe < e))) {
-      v = ov;
-      e = oe;
-    }
-  }
+  return __reduce_max_sync(0xffffffffu, v);
 #else
-  (void)v;
-  (void)e;
+  return v;
+#endif
+}
+EVT_HD inline int32_t warp_min(int32_t v) {
+#if defined(__CUDA_ARCH__)
+  return __reduce_min_sync(0xffffffffu, v);
+#else
+  return v;
 #endif
 }
 
