@@ -18,7 +18,10 @@ EVT_HD constexpr int64_t attention_merge_scratch_bytes(int64_t splits) { return 
 
 // Warp g finds head g's common max and split weights (kept in scratch); then every thread adds
 // up one (head, dim) over the splits, kBatch splits' loads in flight at a time (o_part sits in
-// L2, written by other SMs). Sums run over the splits in order.
+// L2, written by other SMs). Sums run over the splits in order. A load past the last split reads
+// the last one again (its weight is 0) rather than waiting behind a condition: ptxas issues a
+// predicated load only once the one before it has been used, so conditional loads go one round
+// trip at a time.
 template <class Block>
 EVT_HD void attention_merge_body(const Block& b, const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
   const int32_t* cfg = reads[0].as<const int32_t>();
@@ -56,7 +59,7 @@ EVT_HD void attention_merge_body(const Block& b, const int64_t* tile, const DevB
     for (int32_t s0 = 0; s0 < splits; s0 += kBatch) {
       float v[kBatch];
       EVT_UNROLL
-      for (int u = 0; u < kBatch; ++u) v[u] = s0 + u < splits ? o[(s0 + u) * split_stride + at] : 0.0f;
+      for (int u = 0; u < kBatch; ++u) v[u] = o[min_of(s0 + u, splits - 1) * split_stride + at];
       EVT_UNROLL
       for (int u = 0; u < kBatch; ++u) {
         const float w = s0 + u < splits ? weight[g * splits + s0 + u] : 0.0f;

@@ -16,7 +16,9 @@ namespace evt::kernels::llm {
 // weights, the cache slot), each a round trip of 1-2 us while other SMs stream weights; so the body
 // issues every load that does not depend on another before it uses any: the head counts come
 // from the buffers' shapes rather than cfg, and the splits' sums are loaded kSplitsInFlight at a
-// time.
+// time. A load past the last split reads the last one again, and the sum skips it: ptxas issues a
+// predicated load only once the one before it has been used, so loads behind a condition go one
+// round trip at a time.
 template <int D, class Block>
 EVT_HD void qkv_finish_body(const Block& b, const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
   constexpr int kPer = D / lanes();  // elements per lane: lane + lanes() * j
@@ -24,6 +26,7 @@ EVT_HD void qkv_finish_body(const Block& b, const int64_t* tile, const DevBuffer
   constexpr int kSplitsInFlight = 4;
   const int32_t* cfg = reads[0].as<const int32_t>();
   const int64_t l = tile[0], head = tile[1];
+  const float* partial = reads[2].as<const float>();
   const int64_t splits = reads[2].dim(0), tokens = reads[2].dim(1), width = reads[2].dim(2);
   const int64_t heads = writes[0].dim(1), kv_heads = writes[1].dim(2);  // q: T x HQ x D, k_cache: L x SLOTS x HKV x D
   const bool is_q = head < heads, is_k = !is_q && head < heads + kv_heads;
@@ -47,9 +50,7 @@ EVT_HD void qkv_finish_body(const Block& b, const int64_t* tile, const DevBuffer
       for (int u = 0; u < kSplitsInFlight; ++u) {
         EVT_UNROLL
         for (int j = 0; j < kPer; ++j) {
-          part[u][j] = k0 + u < splits
-                           ? reads[2].as<const float>()[((k0 + u) * tokens + t) * width + head * D + lane(b) + lanes() * j]
-                           : 0.0f;
+          part[u][j] = partial[(min_of<int64_t>(k0 + u, splits - 1) * tokens + t) * width + head * D + lane(b) + lanes() * j];
         }
       }
       EVT_UNROLL
