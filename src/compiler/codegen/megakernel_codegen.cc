@@ -1216,22 +1216,10 @@ void Emitter::emit_group_code(size_t gi) {
     // The elements to look through: only the task's layer's when the trigger keeps the layer.
     const bool per_layer = ir::layer_offset(g_, group, in).has_value();
     // Element x's range, as `begin` and `end` (each use declares x's coordinates in its own block).
-    // `searched`: x is an element of the search below, whose event has only the searched
-    // coordinate besides the layer, so its coordinates need no division (mk::floor_div is a call,
-    // and a call between a search's loads would hold each until the one before returned).
-    const auto range_of = [&](const std::string& x, const std::string& use, bool searched = false) {
+    const auto range_of = [&](const std::string& x, const std::string& use) {
       open("{");
       Scope es = dims_scope();
-      std::vector<std::string> coords;
-      if (searched && per_layer) {
-        line(fmt::format("[[maybe_unused]] const int64_t e0 = t[0], e1 = {} - first;", x));
-        coords = {"e0", "e1"};
-      } else if (searched) {
-        line(fmt::format("[[maybe_unused]] const int64_t e0 = {};", x));
-        coords = {"e0"};
-      } else {
-        coords = emit_element_coords(ev, x);
-      }
+      const std::vector<std::string> coords = emit_element_coords(ev, x);
       for (size_t k = 0; k < coords.size(); ++k) es.vars[in.map.vars[k]] = coords[k];
       line(fmt::format("const int64_t begin = {}, end = {};", expr(in.map.range_begin, es),
                        expr(in.map.range_end, es)));
@@ -1258,11 +1246,7 @@ void Emitter::emit_group_code(size_t gi) {
       line(fmt::format("const int64_t count = {}, first = 0;", product_expr(ev.shape)));
     }
     // Ranges that abut along the one coordinate searched (end(e) is begin(e + 1), as a table of
-    // prefix sums gives) rise, since none is reversed: a search finds the covering one. Each load
-    // of an index buffer is a round trip to L2 (about 1 us while weights stream), so the search
-    // is 16-ary: a round loads 15 probes (clamped to the range, straight-line: mk::load_at) and
-    // counts those at or before, so that their loads go out together; 128 experts take two
-    // rounds where halving took seven dependent loads.
+    // prefix sums gives) rise, since none is reversed: a binary search finds the covering one.
     const std::string last = in.map.vars.back();
     const bool abutting = ev.shape.size() == (per_layer ? 2u : 1u) &&
                           ir::provably_equal(ir::substitute(in.map.range_begin, last, Expr::var(last) + 1),
@@ -1270,23 +1254,11 @@ void Emitter::emit_group_code(size_t gi) {
     if (abutting) {
       line("int64_t lo = first, hi = first + count - 1;  // the last element whose range begins at or before");
       open("while (lo < hi) {");
-      line("const int64_t step = (hi - lo) / 16 + 1;");
-      line("const auto probe = [&](int k) { return lo + (k + 1) * step < hi ? lo + (k + 1) * step : hi; };");
-      line("int64_t begins[15];");
-      line("EVT_UNROLL");
-      open("for (int k = 0; k < 15; ++k) {");
-      line("const int64_t x = probe(k);");
-      range_of("x", "begins[k] = begin;", true);
-      close();
-      line("int below = 0;  // probes whose range begins at or before: a prefix of them");
-      line("EVT_UNROLL");
-      line("for (int k = 0; k < 15; ++k) below += begins[k] <= linear;");
-      line("const int64_t next = below == 0 ? lo : probe(below - 1);");
-      line("hi = next + step - 1 < hi ? next + step - 1 : hi;");
-      line("lo = next;");
+      line("const int64_t x = (lo + hi + 1) / 2;");
+      range_of("x", "if (begin <= linear) lo = x; else hi = x - 1;");
       close();
       open("if (lo <= hi) {");
-      range_of("lo", "if (begin <= linear && linear < end) found = lo;", true);
+      range_of("lo", "if (begin <= linear && linear < end) found = lo;");
       close();
     } else {
       open("for (int64_t x = first; x < first + count && found < 0; ++x) {");

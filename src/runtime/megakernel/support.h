@@ -54,26 +54,19 @@ EVT_HD constexpr int64_t task_id_linear(int64_t id) { return id & ((int64_t{1} <
 
 // An element of an integer index buffer; -1 (no event) when the index is out of bounds, which
 // the CPU executor reports as an error instead.
-template <class... I>
-EVT_HD int64_t load_at(const DevBuffer& buf, bool wide, I... index) {
-  constexpr int kRank = sizeof...(I);
-  static_assert(kRank <= DevBuffer::kMaxRank, "an index per dimension of the buffer");
-  const int64_t idx[] = {static_cast<int64_t>(index)...};
-  const auto* data = static_cast<const char*>(buf.data);  // read whether or not the index is inside
-  bool inside = buf.rank == kRank;
+EVT_HD inline int64_t load_index(const DevBuffer& b, const int64_t* index, bool wide) {
   int64_t linear = 0;
-  for (int k = 0; k < kRank; ++k) {
-    const int64_t extent = buf.shape[k];
-    inside = inside & (idx[k] >= 0) & (idx[k] < extent);
-    linear = linear * extent + idx[k];
+  for (int k = 0; k < b.rank; ++k) {
+    if (index[k] < 0 || index[k] >= b.shape[k]) return -1;
+    linear = linear * b.shape[k] + index[k];
   }
-  // Straight-line: an index out of range loads a word that exists (the buffer's descriptor) and
-  // returns -1, rather than branching around the load, since ptxas issues a load behind a branch
-  // only once the one before it has been used, and a search's probes must go out together.
-  const void* at = inside ? static_cast<const void*>(data + linear * (wide ? 8 : 4))
-                          : static_cast<const void*>(&buf);
-  const int64_t v = wide ? *static_cast<const int64_t*>(at) : *static_cast<const int32_t*>(at);
-  return inside ? v : -1;
+  return wide ? b.as<const int64_t>()[linear] : b.as<const int32_t>()[linear];
+}
+
+template <class... I>
+EVT_HD int64_t load_at(const DevBuffer& b, bool wide, I... index) {
+  const int64_t idx[] = {static_cast<int64_t>(index)...};
+  return load_index(b, idx, wide);
 }
 
 // Inline tasks a worker can hold at once (queue_inline).
