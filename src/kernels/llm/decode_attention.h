@@ -13,6 +13,8 @@
 // the tests' references use.
 
 #include "kernels/block_scratch.h"
+#include "kernels/bulk_copy.h"
+#include "kernels/l2_policy.h"
 #include "kernels/llm/decode_config.h"
 #include "kernels/llm/warp_ops.h"
 
@@ -22,14 +24,18 @@ inline constexpr int kMaxGroup = 8;  // query heads per KV head the compiled bod
 
 inline constexpr int kAttentionStepPositions = 16;  // the positions a GPU warp takes at a time
 
-// The GPU body's scratch (the host's uses only the last part): q's MMA fragments (d x 32 bytes),
+// The GPU body's scratch (the host's uses only the state): q's MMA fragments (d x 32 bytes),
 // each warp's staged V rows (kAttentionStepPositions rows of 2 d + 16 bytes, padded so that the
-// 8 rows an ldmatrix reads lie in distinct banks), then each warp's softmax state.
+// 8 rows an ldmatrix reads lie in distinct banks), then each warp's softmax state, then each
+// warp's mbarrier for its V copies.
 EVT_HD constexpr int64_t attention_state_offset(int64_t d, int warps) {
   return d * 32 + int64_t{warps} * kAttentionStepPositions * (2 * d + 16);
 }
-EVT_HD constexpr int64_t attention_scratch_bytes(int64_t d, int warps) {
+EVT_HD constexpr int64_t attention_barrier_offset(int64_t d, int warps) {
   return attention_state_offset(d, warps) + (2 + d) * warps * kMaxGroup * 4;
+}
+EVT_HD constexpr int64_t attention_scratch_bytes(int64_t d, int warps) {
+  return attention_barrier_offset(d, warps) + int64_t{warps} * 8;
 }
 
 // Every warp's softmax state in scratch; then the block merges them, one output value per
@@ -85,11 +91,6 @@ EVT_HD inline AttentionSplit attention_split(const int64_t* tile, const DevBuffe
 }
 
 #if defined(__CUDA_ARCH__)
-__device__ inline void cp_async16(void* smem, const void* gmem) {
-  const auto s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(gmem) : "memory");
-}
-__device__ inline void cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
 // Four 8 x 8 bf16 matrices, transposed: lanes 8i .. 8i + 7 give the rows of matrix i.
 __device__ inline void ldmatrix_x4_trans(uint32_t (&r)[4], const void* smem) {
   const auto s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
@@ -111,11 +112,14 @@ __device__ inline void ldmatrix_x4_trans(uint32_t (&r)[4], const void* smem) {
 //  - Outputs O^T = V^T P^T, so that the heads are the 8 columns (none wasted for groups of 8) and
 //    P's registers are the scores' own: lane (g, c) holds head g's weights of positions 2c, 2c + 1
 //    (tile 0) and 8 + 2c, 9 + 2c (tile 1), which is the B fragment. V^T's A fragments come from
-//    the step's V rows, staged in shared memory with cp.async and read with ldmatrix.trans.
+//    the step's V rows, staged in shared memory by bulk copies and read with ldmatrix.trans.
 //  - q (f32) and the weights P go in as bf16 pairs hi + lo, two MMAs each, so the products keep
 //    ~16 bits (the tests hold the bodies to 1e-4); K and V are bf16 already.
 // Every load of a step (K into registers, V into the stage) is issued before its first MMA:
-// a warp has 8 KiB in flight, the block up to 88 KiB.
+// a warp has 8 KiB in flight, the block up to 88 KiB. K and V are read once a step, so both are
+// read evict-first (kernels/l2_policy.h). V goes by bulk copy (one a row, completing on the
+// warp's mbarrier) rather than cp.async: ptxas 13.0 compiled cp.async with a cache hint, in the
+// tile test's kernel, into an LDGSTS on an uninitialized descriptor register (illegal instruction).
 template <int D, class Block>
 __device__ void decode_attention_mma(const Block& b, const int64_t* tile, const DevBuffer* reads,
                                      const DevBuffer* writes) {
@@ -123,7 +127,6 @@ __device__ void decode_attention_mma(const Block& b, const int64_t* tile, const 
   constexpr int kStep = kAttentionStepPositions;
   constexpr int kSteps = D / 16;           // k-steps of q.k; m-tiles (16 dims) of V^T
   constexpr int kRowBytes = 2 * D + 16;    // a staged V row
-  constexpr int kPieces = D / 8;           // 16-byte pieces of a K/V row
   const AttentionSplit a = attention_split(tile, reads);
   const int64_t l = tile[0], t = tile[1], h = tile[2];
   const int64_t heads = reads[1].dim(1), slots = reads[2].dim(1), kv_heads = reads[2].dim(2);
@@ -134,6 +137,10 @@ __device__ void decode_attention_mma(const Block& b, const int64_t* tile, const 
   float* w_m = reinterpret_cast<float*>(scratch + attention_state_offset(D, nwarps));
   float* w_sum = w_m + nwarps * kMaxGroup;
   float* w_acc = w_sum + nwarps * kMaxGroup;
+  auto* v_landed = reinterpret_cast<uint64_t*>(scratch + attention_barrier_offset(D, nwarps)) + w;
+  if (ln == 0) init_copy_barrier(v_landed);
+  __syncwarp();
+  uint32_t v_phase = 0;
 
   // Q's fragments, scaled by 1 / sqrt(D): k-step 2j + u, lane (g, c) holds dims 32j + 8c + 4u
   // + {0, 1} (a0) and + {2, 3} (a2) of head g.
@@ -160,6 +167,7 @@ __device__ void decode_attention_mma(const Block& b, const int64_t* tile, const 
   const uint16_t* v_rows = reads[3].as<const uint16_t>() + (l * slots * kv_heads + h) * D;
   const int64_t row_stride = kv_heads * D;
 
+  const uint64_t once = evict_first_policy();
   float m = -INFINITY, sum = 0;  // head g's running max; the sum over this lane's positions
   float acc[kSteps][4];          // O^T, m-tile i: dims 16i + g (+ 8) x heads 2c, 2c + 1
   EVT_UNROLL
@@ -172,19 +180,18 @@ __device__ void decode_attention_mma(const Block& b, const int64_t* tile, const 
     const int32_t page = warp_broadcast(lane_page, k % 32);
     const int32_t slot = (k < 32 ? page : a.pages[first_page + k]) * a.page_size + pj % a.page_size;
 
-    EVT_UNROLL
-    for (int i = 0; i < kStep; i += 32 / kPieces) {  // the step's rows, kPieces lanes a row
-      const int row = i + ln / kPieces, piece = ln % kPieces;
-      cp_async16(stage + row * kRowBytes + piece * 16,
-                 v_rows + warp_broadcast(slot, row) * row_stride + piece * 8);
-    }
     uint4 kf[2][D / 32];
     EVT_UNROLL
     for (int n = 0; n < 2; ++n) {
       const uint16_t* row = k_rows + warp_broadcast(slot, 8 * n + g) * row_stride + 8 * c;
       EVT_UNROLL
-      for (int j = 0; j < D / 32; ++j) kf[n][j] = *reinterpret_cast<const uint4*>(row + 32 * j);
+      for (int j = 0; j < D / 32; ++j) kf[n][j] = load16(row + 32 * j, once);
     }
+    // The step's V rows, one bulk copy each by lanes 0-15, after lane 0 has told the barrier
+    // how many bytes will land.
+    if (ln == 0) expect_copy_bytes(v_landed, kStep * 2 * D);
+    __syncwarp();
+    if (ln < kStep) copy_bulk(stage + ln * kRowBytes, v_rows + slot * row_stride, 2 * D, v_landed, once);
 
     float sc[2][4] = {};
     EVT_UNROLL
@@ -219,8 +226,8 @@ __device__ void decode_attention_mma(const Block& b, const int64_t* tile, const 
     // The accumulators of heads 2c and 2c + 1 rescale by those heads' factors (lanes 8c, 8c + 4).
     const float r0 = __shfl_sync(0xffffffffu, rescale, 8 * c), r1 = __shfl_sync(0xffffffffu, rescale, 8 * c + 4);
 
-    cp_async_wait_all();
-    __syncwarp();
+    wait_copies(v_landed, v_phase);
+    v_phase ^= 1;
     EVT_UNROLL
     for (int i = 0; i < kSteps; ++i) {
       // Matrix q = ln / 8 of V^T's m-tile i: positions 8 (q / 2) + row, dims 16i + 8 (q % 2).
@@ -230,8 +237,11 @@ __device__ void decode_attention_mma(const Block& b, const int64_t* tile, const 
       mma_bf16(acc[i], va[0], va[1], va[2], va[3], p_hi0, p_hi1);
       mma_bf16(acc[i], va[0], va[1], va[2], va[3], p_lo0, p_lo1);
     }
-    __syncwarp();  // the next step's copies overwrite the stage
+    // The next step's copies overwrite the stage: every lane's reads of it come first.
+    __syncwarp();
+    fence_proxy_async_shared();
   }
+  if (ln == 0) inval_copy_barrier(v_landed);  // the scratch serves other bodies next
 
   sum += __shfl_xor_sync(0xffffffffu, sum, 1);
   sum += __shfl_xor_sync(0xffffffffu, sum, 2);

@@ -17,6 +17,8 @@
 #include <cuda/atomic>
 #include <cuda/ptx>
 
+#include "kernels/bulk_copy.h"
+#include "kernels/l2_policy.h"
 #include "kernels/weight_stream.h"
 
 namespace evt::mk {
@@ -52,36 +54,16 @@ __device__ inline bool phase_done(uint64_t* barrier, uint32_t parity) {
   return cuda::ptx::mbarrier_try_wait_parity(barrier, parity);
 }
 
-// An L2 policy under which the lines a load brings in are the first to be evicted. A step streams
-// every weight once, at up to 4.5 TB/s: under the default policy that replaces the whole 50 MB L2
-// every ~11 us, evicting what the step reads again (the megakernel's code, the activations, the
-// event counters), so that each stage fetched them back from HBM. Weights streamed evict-first
-// leave the rest of the L2 in place.
-__device__ inline uint64_t evict_first_policy() {
-  uint64_t policy;
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
-  return policy;
-}
-
-// cp.async.bulk global -> shared with completion on `bar` and an L2 cache policy (the cuda::ptx
-// wrapper has no cache-hint form).
-__device__ inline void bulk_copy(unsigned char* dst, const unsigned char* src, uint32_t bytes, uint64_t* bar,
-                                 uint64_t policy) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::"r"(
-          static_cast<uint32_t>(__cvta_generic_to_shared(dst))),
-      "l"(src), "r"(bytes), "r"(static_cast<uint32_t>(__cvta_generic_to_shared(bar))), "l"(policy)
-      : "memory");
-}
-
 // The loader's fill of the cursor's next chunk into `stage`: the byte count on `full`, then one
 // bulk copy per contiguous piece (16-byte aligned, multiples of 16 bytes: whole weight tiles),
-// evict-first (evict_first_policy()).
+// evict-first (kernels/l2_policy.h says why).
 __device__ inline void fill_stage(kernels::StreamCursor& cursor, unsigned char* stage, uint64_t* full) {
   cuda::ptx::mbarrier_arrive_expect_tx(cuda::ptx::sem_release, cuda::ptx::scope_cta, cuda::ptx::space_shared, full,
                                        cursor.chunk_bytes());
-  const uint64_t policy = evict_first_policy();
-  cursor.next([&](const unsigned char* src, uint32_t bytes, uint32_t at) { bulk_copy(stage + at, src, bytes, full, policy); });
+  const uint64_t policy = kernels::evict_first_policy();
+  cursor.next([&](const unsigned char* src, uint32_t bytes, uint32_t at) {
+    kernels::copy_bulk(stage + at, src, bytes, full, policy);
+  });
 }
 
 // A consumer warp is done reading a stage: one arrival per warp, after all its lanes' reads.
