@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "cuda_check.h"
+#include "kernels/l2_policy.h"
 
 namespace {
 
@@ -161,18 +162,22 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
-// Plain loads: every consumer thread keeps kU 16-byte loads in flight (no L1 allocation) over
-// the block's slice of `vecs` 16-byte words; returns their xor.
-template <int kU>
+// Plain loads: every consumer thread keeps kU 16-byte loads in flight (no L1 allocation; with
+// kEvictFirst under the L2 evict-first policy instead) over the block's slice of `vecs` 16-byte
+// words; returns their xor.
+template <int kU, bool kEvictFirst = false>
 __device__ uint32_t load_slice(const uint4* mine, int64_t vecs) {
   const int n = kConsumerWarps * 32;
+  const uint64_t policy = evt::kernels::evict_first_policy();
   uint32_t x = 0;
   for (int64_t i = threadIdx.x; i < vecs; i += int64_t{n} * kU) {
     uint4 v[kU];
 #pragma unroll
     for (int u = 0; u < kU; ++u) {
       const int64_t k = i + int64_t{u} * n;
-      if (k < vecs) {
+      if (k < vecs && kEvictFirst) {
+        v[u] = evt::kernels::load16(mine + k, policy);
+      } else if (k < vecs) {
         asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
                      : "=r"(v[u].x), "=r"(v[u].y), "=r"(v[u].z), "=r"(v[u].w)
                      : "l"(mine + k));
@@ -202,10 +207,12 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 // How long a dependent load from the L2 takes while every SM streams (a latency-bound task's
 // index chain, while the other SMs stream weights): the consumer warps stream the block's slice
-// with plain loads (kLoad) or idle as long, and the last warp's lane 0 meanwhile walks a chain
-// of words in the L2, each giving the next index, until they are done. cycles[2b], [2b + 1]: the
-// walk's cycles and loads.
-template <bool kLoad>
+// with plain loads (kLoad; kEvictFirst: under the L2 evict-first policy, as the decode step
+// streams its weights) or idle as long, and the last warp's lane 0 meanwhile walks a chain of
+// words, each giving the next index, until they are done. The chain's 128 lines are each visited
+// every ~128 loads, so under a default-policy stream they fall out of the L2 between visits.
+// cycles[2b], [2b + 1]: the walk's cycles and loads.
+template <bool kLoad, bool kEvictFirst = false>
 __global__ void __launch_bounds__(kThreads, 1)
     probe_latency(const unsigned char* src, int64_t per_block, const uint32_t* chain, uint64_t* stamps, float* sink,
                   uint64_t* cycles) {
@@ -228,7 +235,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   uint32_t x = 0;
   if (kLoad) {
-    x = load_slice<4>(reinterpret_cast<const uint4*>(src + per_block * blockIdx.x), per_block / 16);
+    x = load_slice<4, kEvictFirst>(reinterpret_cast<const uint4*>(src + per_block * blockIdx.x), per_block / 16);
   } else {
     while (now_ns() - start < 50000) {
     }
@@ -373,10 +380,10 @@ void direct(const Device& d, int64_t per_block) {
 
 
 // A dependent L2 load's latency (median over the blocks) while every SM streams, and idle.
-template <bool kLoad>
+template <bool kLoad, bool kEvictFirst = false>
 void probe(const Device& d, int64_t per_block) {
   const double us = median_span_us(d, per_block, [&](const unsigned char* src) {
-    probe_latency<kLoad><<<d.sms, kThreads>>>(src, per_block, d.chain, d.stamps, d.sink, d.cycles);
+    probe_latency<kLoad, kEvictFirst><<<d.sms, kThreads>>>(src, per_block, d.chain, d.stamps, d.sink, d.cycles);
   });
   std::vector<uint64_t> cycles(2 * d.sms), per_load(d.sms);
   CHECK(cudaMemcpy(cycles.data(), d.cycles, cycles.size() * 8, cudaMemcpyDeviceToHost));
@@ -386,9 +393,11 @@ void probe(const Device& d, int64_t per_block) {
   CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0));
   const double load_ns = per_load[d.sms / 2] * 1e6 / clock_khz;
   char json[160], what[96];
-  std::snprintf(json, sizeof json, "\"bench\": \"probe\", \"streaming\": %s, \"l2_dependent_load_ns\": %.0f",
-                kLoad ? "true" : "false", load_ns);
-  std::snprintf(what, sizeof what, "L2 load beside %s: %.0f ns", kLoad ? "plain-load streaming" : "idle SMs", load_ns);
+  std::snprintf(json, sizeof json,
+                "\"bench\": \"probe\", \"streaming\": %s, \"evict_first\": %s, \"l2_dependent_load_ns\": %.0f",
+                kLoad ? "true" : "false", kEvictFirst ? "true" : "false", load_ns);
+  std::snprintf(what, sizeof what, "L2 load beside %s: %.0f ns",
+                !kLoad ? "idle SMs" : kEvictFirst ? "evict-first streaming" : "plain-load streaming", load_ns);
   report(d, json, what, kLoad ? per_block : 0, us);
 }
 
@@ -449,6 +458,7 @@ int main() {
   fence<true>(d, int64_t{1536} << 10);
   probe<false>(d, int64_t{6} << 20);
   probe<true>(d, int64_t{6} << 20);
+  probe<true, true>(d, int64_t{6} << 20);
 
   std::printf("\n%-52s %9s %9s %8s\n", "streaming (one block per SM)", "KiB/SM", "span us", "TB/s");
   for (const Row& r : g_rows) {

@@ -1,11 +1,11 @@
 #pragma once
 // L2 cache policies for data a decode step reads once: the weights and the KV cache.
 //
-// A step streams every weight once at up to 4.5 TB/s, which under the default policy replaces the
-// whole 50 MB L2 every ~11 us. What the step reads again is evicted with it (the megakernel's
-// code, the activations, the event counters, the partial sums), so each stage fetched them back
-// from HBM. Loads made under an evict-first policy bring their lines in as the first to be
-// evicted, leaving the rest of the L2 in place (H200: 0.6B B = 1 -16.7%, 8B -11.3%;
+// A step streams every weight once at up to 4.5 TB/s, which under the default policy can replace
+// the whole 50 MB L2 every ~11 us, and with it what the step reads again: the megakernel's code,
+// the activations, the event counters, the partial sums. Loads made under an evict-first policy
+// bring their lines in as the first to be evicted, leaving the rest of the L2 in place. Measured
+// on the step, not reload by reload (H200: 0.6B B = 1 -16.7%, 8B -11.3%;
 // bench/results/l2_evict_first_ab_h200_39a3b64.json).
 
 #include <cstdint>
