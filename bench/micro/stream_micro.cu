@@ -210,7 +210,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 // with plain loads (kLoad; kEvictFirst: under the L2 evict-first policy, as the decode step
 // streams its weights) or idle as long, and the last warp's lane 0 meanwhile walks a chain of
 // words, each giving the next index, until they are done. The chain's 128 lines are each visited
-// every ~128 loads, so under a default-policy stream they fall out of the L2 between visits.
+// every ~128 loads: a default-policy stream may evict them between visits, an evict-first one
+// leaves them in the L2 (both measured the same on an H200: results/l2_probe_evict_first_h200.json).
 // cycles[2b], [2b + 1]: the walk's cycles and loads.
 template <bool kLoad, bool kEvictFirst = false>
 __global__ void __launch_bounds__(kThreads, 1)
