@@ -38,12 +38,13 @@ std::vector<RefRoute> ref_route(const Logit* logits, int64_t experts, int64_t to
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return ex[a] > ex[b]; });
   std::vector<RefRoute> chosen;
+  for (int64_t s = 0; s < top_k; ++s) chosen.push_back({order[s], ex[order[s]]});
   double sum = 0;
-  for (int64_t s = 0; s < top_k; ++s) {
-    chosen.push_back({order[s], ex[order[s]]});
-    sum += norm_topk_prob ? ex[order[s]] : 0.0;
+  if (norm_topk_prob) {
+    for (const RefRoute& r : chosen) sum += r.weight;
+  } else {
+    sum = std::accumulate(ex.begin(), ex.end(), 0.0);
   }
-  if (!norm_topk_prob) sum = std::accumulate(ex.begin(), ex.end(), 0.0);
   for (RefRoute& r : chosen) r.weight /= sum;
   return chosen;
 }
