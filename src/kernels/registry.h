@@ -12,6 +12,13 @@ namespace evt::kernels {
 
 using CpuTileFn = void (*)(const TileArgs& args);
 
+// A task form that several tile functions share: the task as plain data of type `type`, run by
+// `run` (void f(const Block&, const type&)) with the weight stream `stream` (WeightStream
+// f(const Block&, const type&)). Names of device functions, as device_body is.
+struct SharedTask {
+  std::string type, run, stream;
+};
+
 struct TileFunction {
   std::string name;
   std::string summary;       // one line, for --help and error messages
@@ -34,6 +41,16 @@ struct TileFunction {
   // the plan's tables): the loader learns each task from the block's leader after its wait, as
   // it does a range-triggered task's, so its weights are not fetched across the wait.
   bool stream_after_wait = false;
+  // Optional: the tile function is one case of a shared task (kernels/llm/gemv.h's GemvTask for
+  // the projections). device_task builds it (Task f(tile, reads, writes), reading what
+  // device_stream may read) and `shared` runs it. The megakernel then builds the task in the
+  // class's case of its dispatch and runs every class that shares `shared` through one call
+  // after it, so that the runner's code is in the kernel once: an SM that ran one projection finds
+  // the next one's code in its instruction cache rather than fetching it from the L2 again
+  // (bench/README.md). device_body and device_stream stay the function's own (the tile tests
+  // call them) and must do the same as the shared pair.
+  std::string device_task;
+  SharedTask shared;
   double relative_cost = 1;  // cost estimate used by the static list scheduler
 };
 

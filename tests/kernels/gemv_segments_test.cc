@@ -60,18 +60,15 @@ std::vector<float> run(const Problem& pr, const Block& b, bool norm) {
     in.norm_len = pr.cols;
     in.eps = 1e-6f;
   }
-  const auto job = gemv_job<1>(in, pr.w.data(), tiled_shape(pr.rows, pr.cols), 0, pr.rows / kTileRows, 0, pr.cols,
-                               pr.rows, [&](int64_t t, int64_t n, const float* v) { out[t * pr.rows + n] = v[0]; });
-  gemv_run(b, job);
+  gemv_run(b, gemv_task(1, in, pr.w.data(), tiled_shape(pr.rows, pr.cols), 0, pr.rows / kTileRows, 0, pr.cols, pr.rows,
+                        GemvOutput{.out = out.data(), .ld = pr.rows}));
   return out;
 }
 
 // What the plan makes of the block's scratch for this problem.
 GemvPlan plan_of(const Problem& pr, const SmallScratchBlock& b) {
-  const auto job = gemv_job<1>(GemvInput{.x = pr.x.data(), .ld = pr.cols, .tokens = pr.tokens}, pr.w.data(),
-                               tiled_shape(pr.rows, pr.cols), 0, pr.rows / kTileRows, 0, pr.cols, pr.rows,
-                               [](int64_t, int64_t, const float*) {});
-  return gemv_plan(b, job);
+  return gemv_plan(b, gemv_task(1, GemvInput{.x = pr.x.data(), .ld = pr.cols, .tokens = pr.tokens}, pr.w.data(),
+                                tiled_shape(pr.rows, pr.cols), 0, pr.rows / kTileRows, 0, pr.cols, pr.rows, GemvOutput{}));
 }
 
 // Scratch for the sums of `groups` groups and `tokens` rows of `kblocks` staged k-blocks.

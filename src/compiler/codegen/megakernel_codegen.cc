@@ -125,6 +125,13 @@ class Emitter {
   int64_t total_views() const { return view_offset(g_.groups.size()); }
   // One group's wait, body, prologue and notify, with "@K@" where its class id goes.
   void emit_group_code(size_t gi);
+  // The members every Block type has: the worker's threads, its scratch and its weight stream.
+  void emit_block_members();
+  // The dispatch `name` of `what` (body or stream) over the classes `keep` selects: a class with a
+  // shared task builds it in its case, and one call of the shared runner (or stream) runs every
+  // such class (TileFunction::device_task).
+  void emit_shared_dispatch(const std::string& ret, const std::string& what, const std::string& name,
+                            const std::string& fallback, const std::vector<bool>& keep);
 
   void line(const std::string& text) { out_ += std::string(indent_ * 2, ' ') + text + "\n"; }
   void open(const std::string& text) {
@@ -153,6 +160,7 @@ class Emitter {
   std::vector<Refs> group_refs_;     // per group: what r.event[k] and r.buffer[k] stand for
   std::vector<int> class_of_;        // per group
   size_t classes_ = 0;
+  std::vector<const kernels::TileFunction*> class_fn_;  // per class: its groups' tile function
   Refs max_refs_;                    // the longest lists, padded with -1 (at least one entry)
 };
 
@@ -320,6 +328,10 @@ Status Emitter::check_supported() {
     if (!fn) return error("task group {}: unknown tile function '{}'", group.name, group.function);
     if (fn->device_body.empty()) {
       return error("task group {}: tile function {} has no device body yet", group.name, group.function);
+    }
+    if (!fn->device_task.empty() && (fn->shared.type.empty() || fn->shared.run.empty() || fn->shared.stream.empty())) {
+      return error("task group {}: tile function {} builds a shared task but names no type, runner or stream for it",
+                   group.name, group.function);
     }
     if (group.tiles.size() > 4) return error("task group {}: tile grids of rank above 4 are not supported", group.name);
   }
@@ -1139,6 +1151,7 @@ void Emitter::emit_groups() {
     members[class_of_[gi]].push_back(static_cast<int>(gi));
   }
   classes_ = texts.size();
+  for (const std::vector<int>& m : members) class_fn_.push_back(registry_.find(g_.groups[m[0]].function));
   max_refs_ = Refs{{-1}, {-1}};
   for (const Refs& r : group_refs_) {
     if (r.events.size() > max_refs_.events.size()) max_refs_.events.resize(r.events.size(), -1);
@@ -1167,15 +1180,7 @@ void Emitter::emit_group_code(size_t gi) {
   // The Block a body sees: the worker's threads, plus the group's run-time count setters.
   line("template <class W, mk::Schedule kS>");
   open("struct Block@K@ {");
-  line("W& w;");
-  line("const Params& p;");
-  line("const mk::LaunchArgs& a;");
-  line("const GroupRef& r;");
-  line("EVT_HD int thread() const { return w.thread(); }");
-  line("EVT_HD int threads() const { return w.threads(); }");
-  line("EVT_HD void sync() const { w.sync(); }");
-  line("EVT_HD kernels::Scratch scratch() const { return w.scratch(); }");
-  line("EVT_HD auto weights(const kernels::WeightStream& s) const { return w.weights(s); }");
+  emit_block_members();
   open("EVT_HD void set_wait_count(int slot, int64_t element, int64_t count) const {");
   line("(void)element; (void)count;");
   for (size_t k = 0; k < group.sets.size(); ++k) {
@@ -1298,21 +1303,31 @@ void Emitter::emit_group_code(size_t gi) {
     }
     close();
   };
-  call("body", fn->device_body);
   call("prologue", fn->device_prologue);
-  // The weight stream (every thread that asks, the loader's lane among them): the chunks the
-  // body will acquire.
-  line("template <class W, mk::Schedule kS>");
-  open("EVT_HD inline kernels::WeightStream stream_class_@K@(W& w, const Params& p, const mk::LaunchArgs& a, "
-       "const GroupRef& r, const int64_t* t) {");
-  if (fn->device_stream.empty()) {
-    line("(void)w; (void)p; (void)a; (void)r; (void)t;");
-    line("return kernels::WeightStream{};");
-  } else {
+  if (!fn->device_task.empty()) {
+    // The shared task (emit_shared_dispatch runs it and asks it for the weight stream).
+    line("template <class W, mk::Schedule kS>");
+    open(fmt::format("EVT_HD inline {} task_class_@K@(const Params& p, const GroupRef& r, const int64_t* t) {{",
+                     fn->shared.type));
     line(views);
-    line(fmt::format("return {}(Block@K@<W, kS>{{w, p, a, r}}, t, reads, writes);", fn->device_stream));
+    line(fmt::format("return {}(t, reads, writes);", fn->device_task));
+    close();
+  } else {
+    call("body", fn->device_body);
+    // The weight stream (every thread that asks, the loader's lane among them): the chunks the
+    // body will acquire.
+    line("template <class W, mk::Schedule kS>");
+    open("EVT_HD inline kernels::WeightStream stream_class_@K@(W& w, const Params& p, const mk::LaunchArgs& a, "
+         "const GroupRef& r, const int64_t* t) {");
+    if (fn->device_stream.empty()) {
+      line("(void)w; (void)p; (void)a; (void)r; (void)t;");
+      line("return kernels::WeightStream{};");
+    } else {
+      line(views);
+      line(fmt::format("return {}(Block@K@<W, kS>{{w, p, a, r}}, t, reads, writes);", fn->device_stream));
+    }
+    close();
   }
-  close();
 
   // Notify (leader).
   line("template <class W, mk::Schedule kS>");
@@ -1349,7 +1364,76 @@ void Emitter::emit_group_code(size_t gi) {
   line("");
 }
 
+void Emitter::emit_block_members() {
+  line("W& w;");
+  line("const Params& p;");
+  line("const mk::LaunchArgs& a;");
+  line("const GroupRef& r;");
+  line("EVT_HD int thread() const { return w.thread(); }");
+  line("EVT_HD int threads() const { return w.threads(); }");
+  line("EVT_HD void sync() const { w.sync(); }");
+  line("EVT_HD kernels::Scratch scratch() const { return w.scratch(); }");
+  line("EVT_HD auto weights(const kernels::WeightStream& s) const { return w.weights(s); }");
+}
+
+void Emitter::emit_shared_dispatch(const std::string& ret, const std::string& what, const std::string& name,
+                                   const std::string& fallback, const std::vector<bool>& keep) {
+  // The shared tasks, in order of first use, and the classes that build each.
+  std::vector<const kernels::SharedTask*> shared;
+  std::vector<std::vector<size_t>> users;
+  for (size_t k = 0; k < classes_; ++k) {
+    if (!keep[k] || class_fn_[k]->device_task.empty()) continue;
+    const kernels::SharedTask& st = class_fn_[k]->shared;
+    auto same = [&](const kernels::SharedTask* o) { return o->type == st.type && o->run == st.run && o->stream == st.stream; };
+    auto it = std::find_if(shared.begin(), shared.end(), same);
+    if (it == shared.end()) {
+      it = shared.insert(shared.end(), &st);
+      users.emplace_back();
+    }
+    users[static_cast<size_t>(it - shared.begin())].push_back(k);
+  }
+  line("template <class W, mk::Schedule kS>");
+  open(fmt::format("EVT_HD inline {} {}(W& w, const Params& p, const mk::LaunchArgs& a, const GroupRef& r, "
+                   "const int64_t* t) {{",
+                   ret, name));
+  line("(void)w; (void)p; (void)a; (void)t;");
+  open("switch (r.cls) {");
+  for (size_t k = 0; k < classes_; ++k) {
+    if (keep[k] && class_fn_[k]->device_task.empty()) {
+      line(fmt::format("case {}: return {}_class_{}<W, kS>(w, p, a, r, t);", k, what, k));
+    }
+  }
+  // Each shared task's classes meet at one call. Nothing after the inner switch depends on which
+  // case ran, so the compiler has no reason to copy the call (and the runner inlined into it)
+  // back into the cases.
+  for (size_t s = 0; s < shared.size(); ++s) {
+    std::string labels;
+    for (size_t k : users[s]) labels += fmt::format("case {}: ", k);
+    open(labels + "{");
+    line(fmt::format("{} task;", shared[s]->type));
+    open("switch (r.cls) {");
+    for (size_t i = 0; i < users[s].size(); ++i) {
+      const size_t k = users[s][i];
+      line(fmt::format("{}: task = task_class_{}<W, kS>(p, r, t); break;",
+                       i + 1 < users[s].size() ? fmt::format("case {}", k) : std::string("default"), k));
+    }
+    close();
+    line(fmt::format("return {}(SharedBlock<W, kS>{{w, p, a, r}}, task);",
+                     what == "body" ? shared[s]->run : shared[s]->stream));
+    close();
+  }
+  line(fmt::format("default: return {};", fallback));
+  close();
+  close();
+}
+
 void Emitter::emit_dispatch_and_loops() {
+  // The Block a shared task runs on (emit_shared_dispatch): the same for every class that shares
+  // it, so that its runner is one instantiation.
+  line("template <class W, mk::Schedule kS>");
+  open("struct SharedBlock {");
+  emit_block_members();
+  close("};");
   // Every group's references; computed before the wait, so off the critical path.
   open("EVT_HD inline GroupRef group_ref(int group) {");
   open("switch (group) {");
@@ -1380,8 +1464,16 @@ void Emitter::emit_dispatch_and_loops() {
   };
   dispatch("int", "wait", ", const int64_t* t, int64_t linear, mk::Help* help", ", t, linear, help", "mk::kAbort");
   dispatch("void", "prologue", ", const int64_t* t", ", t", "");
-  dispatch("void", "body", ", const int64_t* t", ", t", "");
-  dispatch("kernels::WeightStream", "stream", ", const int64_t* t", ", t", "kernels::WeightStream{}");
+  const std::vector<bool> every_class(classes_, true);
+  emit_shared_dispatch("void", "body", "body", "", every_class);
+  emit_shared_dispatch("kernels::WeightStream", "stream", "stream", "kernels::WeightStream{}", every_class);
+  // What run_task's inline instantiation calls: only the classes of inline groups, so that the
+  // other bodies are not inlined into the kernel a second time.
+  std::vector<bool> inline_classes(classes_, false);
+  for (size_t gi = 0; gi < g_.groups.size(); ++gi) {
+    if (is_inline(gi)) inline_classes[static_cast<size_t>(class_of_[gi])] = true;
+  }
+  emit_shared_dispatch("void", "body", "inline_body", "", inline_classes);
   dispatch("bool", "notify", ", const int64_t* t", ", t", "false");
   dispatch("void", "push_early", ", const int64_t* t", ", t", "");
   line("");
@@ -1473,7 +1565,11 @@ EVT_HD inline bool run_task(W& w, const Params& p, const mk::LaunchArgs& a, int 
   if constexpr (kHasStreams && kS == mk::kPerGroup) {
     if (w.leader()) w.announce(mk::task_id(group, linear));
   }
-  body<W, kS>(w, p, a, r, t);
+  if constexpr (kInline) {
+    inline_body<W, kS>(w, p, a, r, t);
+  } else {
+    body<W, kS>(w, p, a, r, t);
+  }
   w.sync();
   if (w.leader()) {
     healthy = notify<W, kS>(w, p, a, r, t);

@@ -2,6 +2,7 @@
 
 #include "kernels/llm/down_proj.h"
 
+#include "kernels/llm/gemv_task_row.h"
 #include "kernels/llm/reference_math.h"
 #include "kernels/registry.h"
 
@@ -25,6 +26,7 @@ EVT_REGISTER_TILE_FUNCTION(down_proj, TileFunction{
     .cpu = down_proj_reference,
     .device_body = "evt::kernels::llm::down_proj_body", .device_header = "kernels/llm/down_proj.h",
     .device_stream = "evt::kernels::llm::down_proj_stream",
+    .device_task = "evt::kernels::llm::down_proj_task", .shared = gemv_shared_task(),
     .relative_cost = 1});
 
 }  // namespace evt::kernels::llm

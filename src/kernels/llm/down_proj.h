@@ -8,24 +8,24 @@
 
 namespace evt::kernels::llm {
 
-EVT_HD inline auto down_proj_job(const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
+EVT_HD inline GemvTask down_proj_task(const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
   const int32_t* cfg = reads[0].as<const int32_t>();
   const int64_t l = tile[0], tokens = reads[2].dim(0), inter = reads[2].dim(1), hidden = reads[3].dim(1);
   const Range rows = tile_range(tile[1], cfg[kCfgRowsH], hidden);
-  return residual_job(reads[2].as<const float>(), tokens, inter, weight<uint16_t>(reads[1], l, kWdown), hidden,
+  return residual_task(reads[2].as<const float>(), tokens, inter, weight<uint16_t>(reads[1], l, kWdown), hidden,
                       cfg[kCfgRowsH], rows.begin / kTileRows, tile_groups(rows), reads[3].as<const float>(),
                       writes[0].as<float>() + ((l + 1) % 2) * tokens * hidden);
 }
 
 template <class Block>
 EVT_HD void down_proj_body(const Block& b, const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
-  gemv_run(b, down_proj_job(tile, reads, writes));
+  gemv_run(b, down_proj_task(tile, reads, writes));
 }
 
 template <class Block>
 EVT_HD WeightStream down_proj_stream(const Block& b, const int64_t* tile, const DevBuffer* reads,
                                      const DevBuffer* writes) {
-  return gemv_stream(b, down_proj_job(tile, reads, writes));
+  return gemv_stream(b, down_proj_task(tile, reads, writes));
 }
 
 }  // namespace evt::kernels::llm

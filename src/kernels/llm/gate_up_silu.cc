@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "kernels/llm/gemv_task_row.h"
 #include "kernels/llm/reference_math.h"
 #include "kernels/registry.h"
 
@@ -35,6 +36,7 @@ EVT_REGISTER_TILE_FUNCTION(gate_up_silu, TileFunction{
     .cpu = gate_up_silu_reference,
     .device_body = "evt::kernels::llm::gate_up_silu_body", .device_header = "kernels/llm/gate_up_silu.h",
     .device_stream = "evt::kernels::llm::gate_up_silu_stream",
+    .device_task = "evt::kernels::llm::gate_up_silu_task", .shared = gemv_shared_task(),
     .relative_cost = 2});
 
 }  // namespace evt::kernels::llm

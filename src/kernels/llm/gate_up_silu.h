@@ -10,7 +10,7 @@
 
 namespace evt::kernels::llm {
 
-EVT_HD inline auto gate_up_silu_job(const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
+EVT_HD inline GemvTask gate_up_silu_task(const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
   const int32_t* cfg = reads[0].as<const int32_t>();
   const int64_t l = tile[0], tokens = reads[2].dim(0), hidden = reads[2].dim(1), inter = writes[0].dim(1);
   float* out = writes[0].as<float>();
@@ -18,21 +18,20 @@ EVT_HD inline auto gate_up_silu_job(const int64_t* tile, const DevBuffer* reads,
                      .norm_w = weight<uint16_t>(reads[1], l, kWpostNorm), .norm_len = hidden,
                      .eps = bits_to_f32(cfg[kCfgEpsBits])};
   const Range rows = tile_range(tile[1], cfg[kCfgRowsI], inter);  // 8 outputs per fused group
-  return gemv_job<2>(in, weight<uint16_t>(reads[1], l, kWgateUp),
-                     tiled_shape(2 * inter, hidden, 2 * cfg[kCfgRowsI]), rows.begin / 8,
-                     (rows.end - rows.begin + 7) / 8, 0, hidden, inter,
-                     [=](int64_t t, int64_t n, const float* v) { out[t * inter + n] = silu(v[0]) * v[1]; });
+  return gemv_task(2, in, weight<uint16_t>(reads[1], l, kWgateUp), tiled_shape(2 * inter, hidden, 2 * cfg[kCfgRowsI]),
+                   rows.begin / 8, (rows.end - rows.begin + 7) / 8, 0, hidden, inter,
+                   GemvOutput{.out = out, .ld = inter});
 }
 
 template <class Block>
 EVT_HD void gate_up_silu_body(const Block& b, const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
-  gemv_run(b, gate_up_silu_job(tile, reads, writes));
+  gemv_run(b, gate_up_silu_task(tile, reads, writes));
 }
 
 template <class Block>
 EVT_HD WeightStream gate_up_silu_stream(const Block& b, const int64_t* tile, const DevBuffer* reads,
                                         const DevBuffer* writes) {
-  return gemv_stream(b, gate_up_silu_job(tile, reads, writes));
+  return gemv_stream(b, gate_up_silu_task(tile, reads, writes));
 }
 
 }  // namespace evt::kernels::llm

@@ -18,8 +18,8 @@
 //     every P-th k-block of it) and keeps their sums in registers for the whole pass: tile (g, kb)
 //     of the stream is two mma.m16n8k16 (16 weight rows x 8 tokens x 32 columns) per 8 tokens.
 //  4. At the end of a pass each warp leaves its sums in its shared-memory slots; the block adds
-//     the slots of each group in a fixed order (the results do not depend on timing) and hands
-//     each (token, output) to the caller's epilogue.
+//     the slots of each group in a fixed order (the results do not depend on timing) and writes
+//     each (token, output) as the task's GemvOutput says.
 // On the host (a block of one thread) the same staging, stream and slots run with a scalar
 // multiply, the one thread playing the GPU block's warps in turn, so the CPU tests cover how the
 // work is dealt out and added back up.
@@ -68,20 +68,34 @@ struct GemvInput {
   EVT_HD const float* row(int64_t t) const { return x + (rows != nullptr ? rows[t] : t) * ld; }
 };
 
+// Where a tile's outputs go: out[t * ld + n] = residual[t * ld + n] + scale[t] * f(v), f(v) = v[0]
+// for one matrix and silu(v[0]) * v[1] for two (gate and up); residual and scale are optional.
+// One form for every projection's epilogue, so that a task is plain data (GemvTask).
+struct GemvOutput {
+  float* out = nullptr;
+  int64_t ld = 0;
+  const float* residual = nullptr;
+  const float* token_scale = nullptr;
+};
+
 // One tile's GEMV, built once by a tile function and handed to gemv_run (in its body) and
-// gemv_stream (its weight stream), so that both see the same tiles. kRows = 1: output n is row n
-// of the matrix. kRows = 2: the matrix holds two matrices in each 16-row group (gate and up,
-// weight_tiles.h), output n is row n % 8 of group n / 8 in each, and the epilogue gets both dots.
-template <int kRows_, class Epilogue>
-struct GemvJob {
-  static constexpr int kRows = kRows_;
+// gemv_stream (its weight stream), so that both see the same tiles. matrices = 1: output n is row
+// n of the matrix. matrices = 2: the matrix holds two matrices in each 16-row group (gate and up,
+// weight_tiles.h), output n is row n % 8 of group n / 8 in each, and the output gets both dots.
+// Plain data rather than a template on the epilogue: the megakernel builds every projection's
+// task and then runs them all through one copy of gemv_run (TileFunction::device_task), whose
+// code then stays in the SM's instruction cache from one projection to the next.
+struct GemvTask {
+  int matrices = 1;
   GemvInput in;
   const uint16_t* w = nullptr;  // the tiled matrix
   TiledShape shape;             // its tile grid and row panels
   int64_t g0 = 0, groups = 0;   // this tile's, all in one row panel
   int64_t k0 = 0, k1 = 0;       // columns; k0 a multiple of kTileCols, k1 - k0 of 8
-  int64_t outputs = 0;          // outputs at or past this are not handed to the epilogue
-  Epilogue epi;                 // epi(t, n, v): v[r] is the dot product of matrix r, token t
+  int64_t outputs = 0;          // outputs at or past this are not written
+  GemvOutput out;
+
+  EVT_HD bool empty() const { return groups <= 0 || in.tokens <= 0; }
 };
 
 // How a tile's work is laid out in scratch and over the warps; every thread computes the same.
@@ -123,8 +137,8 @@ EVT_HD constexpr int64_t gemv_min_scratch(int64_t groups, int warps) {
   return kGemvHeaderBytes + gemv_slot_bytes(groups, warps) + staged_row(1) * 2;
 }
 
-template <class Block, class Job>
-EVT_HD GemvPlan gemv_plan(const Block& b, const Job& j) {
+template <class Block>
+EVT_HD GemvPlan gemv_plan(const Block& b, const GemvTask& j) {
   const Scratch s = b.scratch();
   GemvPlan p;
   p.warps = gemv_warps(b);
@@ -149,9 +163,11 @@ EVT_HD GemvPlan gemv_plan(const Block& b, const Job& j) {
   return p;
 }
 
-// The tile's weight stream: its groups over its k-blocks, once per pass, within its row panel.
-template <class Block, class Job>
-EVT_HD WeightStream gemv_stream(const Block& b, const Job& j) {
+// The tile's weight stream: its groups over its k-blocks, once per pass, within its row panel
+// (none for an empty task).
+template <class Block>
+EVT_HD WeightStream gemv_stream(const Block& b, const GemvTask& j) {
+  if (j.empty()) return WeightStream{};
   const GemvPlan p = gemv_plan(b, j);
   const int64_t first = j.shape.panel_first(j.g0);
   WeightStream s;
@@ -335,18 +351,21 @@ __device__ void gemv_pass_warp(const GemvPlan& p, int64_t groups, int64_t count,
     mine.take(hi, mma);
     reader.release();
   }
-  for (int q = 0; q < p.groups_per_warp; ++q) {
+  // Each accumulator by name: picking one at run time would make ptxas keep both in local memory,
+  // which it then stored to after every chunk (twice the pass's time on 8B at B = 16).
+  const auto store = [&](int q, const float (&acc)[kNT][4]) {
     float* slot = gemv_slot(p, w, q);
     EVT_UNROLL
     for (int nt = 0; nt < kNT; ++nt) {
-      const float* d = q == 0 ? acc0[nt] : acc1[nt];
       const int col = nt * 8 + 2 * c;
-      slot[g * kPassTokens + col] = d[0];
-      slot[g * kPassTokens + col + 1] = d[1];
-      slot[(g + 8) * kPassTokens + col] = d[2];
-      slot[(g + 8) * kPassTokens + col + 1] = d[3];
+      slot[g * kPassTokens + col] = acc[nt][0];
+      slot[g * kPassTokens + col + 1] = acc[nt][1];
+      slot[(g + 8) * kPassTokens + col] = acc[nt][2];
+      slot[(g + 8) * kPassTokens + col + 1] = acc[nt][3];
     }
-  }
+  };
+  store(0, acc0);
+  if (p.groups_per_warp > 1) store(1, acc1);
 }
 #endif
 
@@ -394,16 +413,26 @@ inline void gemv_pass_host(const GemvPlan& p, int64_t groups, int64_t count, con
   }
 }
 
-// The tile: every pass stages its tokens, streams the weights once, and hands each (token,
-// output) to the epilogue (an empty column range gives zeros). The weights must be the stream
-// gemv_stream(b, j) describes; the scratch at least gemv_min_scratch(groups, warps).
-template <class Block, class Job>
-EVT_HD void gemv_run(const Block& b, const Job& j) {
-  constexpr int kRows = Job::kRows;
-  constexpr int64_t outs = kTileRows / kRows;
+// One output: the dot (or gate and up dots) v of token t, row n, through the task's GemvOutput.
+EVT_HD inline void gemv_store(const GemvTask& j, int64_t t, int64_t n, const float* v) {
+  float value = j.matrices == 2 ? silu(v[0]) * v[1] : v[0];
+  if (j.out.token_scale != nullptr) value = j.out.token_scale[t] * value;
+  if (j.out.residual != nullptr) value = j.out.residual[t * j.out.ld + n] + value;
+  j.out.out[t * j.out.ld + n] = value;
+}
+
+// The tile: every pass stages its tokens, streams the weights once, and writes each (token,
+// output) (an empty column range gives zeros); an empty task does nothing. The weights must be the
+// stream gemv_stream(b, j) describes; the scratch at least gemv_min_scratch(groups, warps).
+template <class Block>
+EVT_HD void gemv_run(const Block& b, const GemvTask& j) {
+  static_assert(kTileRows == 16, "a group holds 16 outputs of one matrix or 8 of two");
+  if (j.empty()) return;
+  const int outs_log2 = j.matrices == 2 ? 3 : 4, outs = 1 << outs_log2;  // kTileRows / matrices
   const GemvPlan p = gemv_plan(b, j);
 #if !defined(__CUDA_ARCH__)
-  if (j.groups > 0 && j.g0 + j.groups > j.shape.panel_first(j.g0) + j.shape.panel_width(j.g0)) {
+  if (j.matrices != 1 && j.matrices != 2) throw std::logic_error("gemv: a task multiplies one matrix or two");
+  if (j.g0 + j.groups > j.shape.panel_first(j.g0) + j.shape.panel_width(j.g0)) {
     throw std::logic_error("gemv: the tile's row groups straddle two panels of the weight layout");
   }
   if (j.groups > int64_t{kMaxGroupsPerWarp} * p.warps) {
@@ -431,40 +460,39 @@ EVT_HD void gemv_run(const Block& b, const Job& j) {
     gemv_pass_host(p, j.groups, count, s, reader, restage);
 #endif
     b.sync();
-    // (token, output) pairs, outputs fastest so that the epilogue's stores are contiguous. Group
-    // gi's sums are in the slots of warps gi + u * groups (u < P), or of warp gi % W (its
-    // (gi / W)-th group), added in that order.
+    // (token, output) pairs, outputs fastest so that the stores are contiguous. Group gi's sums
+    // are in the slots of warps gi + u * groups (u < P), or of warp gi % W (its (gi / W)-th
+    // group), added in that order.
     const auto per_token = static_cast<int32_t>(j.groups * outs);
     for (int32_t e = b.thread(); e < count * per_token; e += b.threads()) {
-      const int32_t t = e / per_token, gi = e % per_token / outs, o = e % outs;
+      const int32_t t = e / per_token, gi = e % per_token >> outs_log2, o = e & (outs - 1);
       const int64_t n = (j.g0 + gi) * outs + o;
       if (n >= j.outputs) continue;
-      float v[kRows] = {};
+      float v[2] = {};
       for (int u = 0; u < p.per_group; ++u) {
         const float* slot = j.groups <= p.warps ? gemv_slot(p, static_cast<int>(gi + u * j.groups), 0)
                                                 : gemv_slot(p, gi % p.warps, gi / p.warps);
-        for (int r = 0; r < kRows; ++r) v[r] += slot[(o + r * outs) * kPassTokens + t];
+        for (int r = 0; r < j.matrices; ++r) v[r] += slot[(o + r * outs) * kPassTokens + t];
       }
-      j.epi(c0 + t, n, v);
+      gemv_store(j, c0 + t, n, v);
     }
     b.sync();  // the next pass reuses the slots and the stage
   }
 }
 
-template <int kRows, class Epilogue>
-EVT_HD GemvJob<kRows, Epilogue> gemv_job(const GemvInput& in, const uint16_t* w, const TiledShape& shape, int64_t g0,
-                                         int64_t groups, int64_t k0, int64_t k1, int64_t outputs, Epilogue epi) {
-  return GemvJob<kRows, Epilogue>{in, w, shape, g0, groups, k0, k1, outputs, epi};
+EVT_HD inline GemvTask gemv_task(int matrices, const GemvInput& in, const uint16_t* w, const TiledShape& shape,
+                                 int64_t g0, int64_t groups, int64_t k0, int64_t k1, int64_t outputs,
+                                 const GemvOutput& out) {
+  return GemvTask{matrices, in, w, shape, g0, groups, k0, k1, outputs, out};
 }
 
 // out = residual + x W^T over the 16-row groups [g0, g0 + groups) of W (rows x k, tiled in panels
 // of panel_rows rows): the projections that end the attention and MLP blocks. x is tokens x k
 // (row stride k), residual and out are tokens x rows.
-EVT_HD inline auto residual_job(const float* x, int64_t tokens, int64_t k, const uint16_t* w, int64_t rows,
-                                int64_t panel_rows, int64_t g0, int64_t groups, const float* residual, float* out) {
-  return gemv_job<1>(GemvInput{.x = x, .ld = k, .tokens = tokens}, w, tiled_shape(rows, k, panel_rows), g0, groups, 0,
-                     k, rows,
-                     [=](int64_t t, int64_t r, const float* v) { out[t * rows + r] = residual[t * rows + r] + v[0]; });
+EVT_HD inline GemvTask residual_task(const float* x, int64_t tokens, int64_t k, const uint16_t* w, int64_t rows,
+                                     int64_t panel_rows, int64_t g0, int64_t groups, const float* residual, float* out) {
+  return gemv_task(1, GemvInput{.x = x, .ld = k, .tokens = tokens}, w, tiled_shape(rows, k, panel_rows), g0, groups, 0,
+                   k, rows, GemvOutput{.out = out, .ld = rows, .residual = residual});
 }
 
 }  // namespace evt::kernels::llm

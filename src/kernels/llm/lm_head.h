@@ -13,7 +13,7 @@
 
 namespace evt::kernels::llm {
 
-EVT_HD inline auto lm_head_job(const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
+EVT_HD inline GemvTask lm_head_task(const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
   const int32_t* cfg = reads[0].as<const int32_t>();
   const int64_t tokens = reads[1].dim(1), hidden = reads[1].dim(2), vocab = writes[0].dim(1);
   float* out = writes[0].as<float>();
@@ -22,14 +22,13 @@ EVT_HD inline auto lm_head_job(const int64_t* tile, const DevBuffer* reads, cons
                      .tokens = reads[3].dim(0), .rows = reads[3].as<const int32_t>(),
                      .norm_w = reads[2].as<const uint16_t>(), .norm_len = hidden,
                      .eps = bits_to_f32(cfg[kCfgEpsBits])};
-  return gemv_job<1>(in, reads[4].as<const uint16_t>(), tiled_shape(vocab, hidden, cfg[kCfgRowsV]),
-                     rows.begin / kTileRows, tile_groups(rows), 0, hidden,
-                     vocab, [=](int64_t s, int64_t r, const float* v) { out[s * vocab + r] = v[0]; });
+  return gemv_task(1, in, reads[4].as<const uint16_t>(), tiled_shape(vocab, hidden, cfg[kCfgRowsV]),
+                   rows.begin / kTileRows, tile_groups(rows), 0, hidden, vocab, GemvOutput{.out = out, .ld = vocab});
 }
 
 template <class Block>
 EVT_HD void lm_head_body(const Block& b, const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
-  gemv_run(b, lm_head_job(tile, reads, writes));
+  gemv_run(b, lm_head_task(tile, reads, writes));
   // gemv_run ended with a barrier: the block's logits are in memory. Each sequence's best of them.
   const int64_t seqs = writes[0].dim(0), vocab = writes[0].dim(1), tiles = writes[1].dim(1);
   const Range rows = tile_range(tile[0], reads[0].as<const int32_t>()[kCfgRowsV], vocab);
@@ -51,7 +50,7 @@ EVT_HD void lm_head_body(const Block& b, const int64_t* tile, const DevBuffer* r
 template <class Block>
 EVT_HD WeightStream lm_head_stream(const Block& b, const int64_t* tile, const DevBuffer* reads,
                                    const DevBuffer* writes) {
-  return gemv_stream(b, lm_head_job(tile, reads, writes));
+  return gemv_stream(b, lm_head_task(tile, reads, writes));
 }
 
 }  // namespace evt::kernels::llm

@@ -2,6 +2,7 @@
 
 #include "kernels/llm/moe_expert_down.h"
 
+#include "kernels/llm/gemv_task_row.h"
 #include "kernels/llm/moe_reference.h"
 #include "kernels/llm/reference_math.h"
 #include "kernels/registry.h"
@@ -38,6 +39,7 @@ EVT_REGISTER_TILE_FUNCTION(moe_expert_down, TileFunction{
     .device_body = "evt::kernels::llm::moe_expert_down_body", .device_header = "kernels/llm/moe_expert_down.h",
     .device_stream = "evt::kernels::llm::moe_expert_down_stream",
     .stream_after_wait = true,  // the expert is in the plan's tables
+    .device_task = "evt::kernels::llm::moe_expert_down_task", .shared = gemv_shared_task(),
     .relative_cost = 1});
 
 }  // namespace evt::kernels::llm

@@ -10,7 +10,7 @@
 
 namespace evt::kernels::llm {
 
-EVT_HD inline auto moe_expert_down_job(const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
+EVT_HD inline GemvTask moe_expert_down_task(const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
   const int32_t* cfg = reads[0].as<const int32_t>();
   const int64_t l = tile[0], width = reads[2].dim(1), hidden = writes[0].dim(1);
   const LayerMlp m = layer_mlp(cfg, reads[1].as<const int64_t>(), l, hidden);
@@ -24,21 +24,19 @@ EVT_HD inline auto moe_expert_down_job(const int64_t* tile, const DevBuffer* rea
   float* out = writes[0].as<float>() + p0 * hidden;
   const GemvInput in{.x = reads[2].as<const float>() + p0 * width, .ld = width,
                      .tokens = e < 0 ? 0 : indptr[e + 1] - p0};
-  return gemv_job<1>(in, m.expert_down(e < 0 ? 0 : e), m.down_shape, rows.begin / kTileRows, tile_groups(rows), 0,
-                     m.inter, hidden, [=](int64_t t, int64_t r, const float* v) { out[t * hidden + r] = w[t] * v[0]; });
+  return gemv_task(1, in, m.expert_down(e < 0 ? 0 : e), m.down_shape, rows.begin / kTileRows, tile_groups(rows), 0,
+                   m.inter, hidden, GemvOutput{.out = out, .ld = hidden, .token_scale = w});
 }
 
 template <class Block>
 EVT_HD void moe_expert_down_body(const Block& b, const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
-  const auto job = moe_expert_down_job(tile, reads, writes);
-  if (job.groups > 0 && job.in.tokens > 0) gemv_run(b, job);
+  gemv_run(b, moe_expert_down_task(tile, reads, writes));
 }
 
 template <class Block>
 EVT_HD WeightStream moe_expert_down_stream(const Block& b, const int64_t* tile, const DevBuffer* reads,
                                            const DevBuffer* writes) {
-  const auto job = moe_expert_down_job(tile, reads, writes);
-  return job.groups > 0 && job.in.tokens > 0 ? gemv_stream(b, job) : WeightStream{};
+  return gemv_stream(b, moe_expert_down_task(tile, reads, writes));
 }
 
 }  // namespace evt::kernels::llm

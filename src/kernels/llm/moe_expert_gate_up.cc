@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "kernels/llm/gemv_task_row.h"
 #include "kernels/llm/moe_reference.h"
 #include "kernels/llm/reference_math.h"
 #include "kernels/registry.h"
@@ -43,6 +44,7 @@ EVT_REGISTER_TILE_FUNCTION(moe_expert_gate_up, TileFunction{
     .device_body = "evt::kernels::llm::moe_expert_gate_up_body", .device_header = "kernels/llm/moe_expert_gate_up.h",
     .device_stream = "evt::kernels::llm::moe_expert_gate_up_stream",
     .stream_after_wait = true,  // the expert is in the plan's tables
+    .device_task = "evt::kernels::llm::moe_expert_gate_up_task", .shared = gemv_shared_task(),
     .relative_cost = 2});
 
 }  // namespace evt::kernels::llm

@@ -14,7 +14,7 @@
 
 namespace evt::kernels::llm {
 
-EVT_HD inline auto moe_expert_gate_up_job(const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
+EVT_HD inline GemvTask moe_expert_gate_up_task(const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
   const int32_t* cfg = reads[0].as<const int32_t>();
   const int64_t l = tile[0], hidden = reads[2].dim(1), width = writes[0].dim(1);
   const LayerMlp m = layer_mlp(cfg, reads[1].as<const int64_t>(), l, hidden);
@@ -29,16 +29,14 @@ EVT_HD inline auto moe_expert_gate_up_job(const int64_t* tile, const DevBuffer* 
                      .rows = reads[4].as<const int32_t>() + p0,
                      .norm_w = weight<uint16_t>(reads[1], l, kWpostNorm), .norm_len = hidden,
                      .eps = bits_to_f32(cfg[kCfgEpsBits])};
-  return gemv_job<2>(in, m.expert_gate_up(e < 0 ? 0 : e), m.gate_up_shape, rows.begin / 8,
-                     (rows.end - rows.begin + 7) / 8, 0, hidden, m.inter,
-                     [=](int64_t t, int64_t n, const float* v) { out[t * width + n] = silu(v[0]) * v[1]; });
+  return gemv_task(2, in, m.expert_gate_up(e < 0 ? 0 : e), m.gate_up_shape, rows.begin / 8,
+                   (rows.end - rows.begin + 7) / 8, 0, hidden, m.inter, GemvOutput{.out = out, .ld = width});
 }
 
 template <class Block>
 EVT_HD void moe_expert_gate_up_body(const Block& b, const int64_t* tile, const DevBuffer* reads,
                                     const DevBuffer* writes) {
-  const auto job = moe_expert_gate_up_job(tile, reads, writes);
-  if (job.groups > 0 && job.in.tokens > 0) gemv_run(b, job);
+  gemv_run(b, moe_expert_gate_up_task(tile, reads, writes));
 }
 
 // The stream reads gu_ptr and exp_indptr, which moe_plan writes: it is valid once the task is
@@ -46,8 +44,7 @@ EVT_HD void moe_expert_gate_up_body(const Block& b, const int64_t* tile, const D
 template <class Block>
 EVT_HD WeightStream moe_expert_gate_up_stream(const Block& b, const int64_t* tile, const DevBuffer* reads,
                                               const DevBuffer* writes) {
-  const auto job = moe_expert_gate_up_job(tile, reads, writes);
-  return job.groups > 0 && job.in.tokens > 0 ? gemv_stream(b, job) : WeightStream{};
+  return gemv_stream(b, moe_expert_gate_up_task(tile, reads, writes));
 }
 
 }  // namespace evt::kernels::llm

@@ -2,6 +2,7 @@
 
 #include "kernels/llm/moe_router.h"
 
+#include "kernels/llm/gemv_task_row.h"
 #include "kernels/llm/reference_math.h"
 #include "kernels/registry.h"
 
@@ -31,6 +32,7 @@ EVT_REGISTER_TILE_FUNCTION(moe_router, TileFunction{
     .cpu = moe_router_reference,
     .device_body = "evt::kernels::llm::moe_router_body", .device_header = "kernels/llm/moe_router.h",
     .device_stream = "evt::kernels::llm::moe_router_stream",
+    .device_task = "evt::kernels::llm::moe_router_task", .shared = gemv_shared_task(),
     .relative_cost = 1});
 
 }  // namespace evt::kernels::llm

@@ -10,7 +10,7 @@
 
 namespace evt::kernels::llm {
 
-EVT_HD inline auto moe_router_job(const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
+EVT_HD inline GemvTask moe_router_task(const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
   const int32_t* cfg = reads[0].as<const int32_t>();
   const int64_t l = tile[0], tokens = reads[2].dim(0), hidden = reads[2].dim(1), width = writes[0].dim(1);
   const LayerMlp m = layer_mlp(cfg, reads[1].as<const int64_t>(), l, hidden);
@@ -20,21 +20,19 @@ EVT_HD inline auto moe_router_job(const int64_t* tile, const DevBuffer* reads, c
                      .norm_w = weight<uint16_t>(reads[1], l, kWpostNorm), .norm_len = hidden,
                      .eps = bits_to_f32(cfg[kCfgEpsBits])};
   const Range rows = tile_range(tile[1], cfg[kCfgMoeRowsE], experts);
-  return gemv_job<1>(in, m.router, m.router_shape, rows.begin / kTileRows, tile_groups(rows), 0, hidden, experts,
-                     [=](int64_t t, int64_t e, const float* v) { out[t * width + e] = v[0]; });
+  return gemv_task(1, in, m.router, m.router_shape, rows.begin / kTileRows, tile_groups(rows), 0, hidden, experts,
+                   GemvOutput{.out = out, .ld = width});
 }
 
 template <class Block>
 EVT_HD void moe_router_body(const Block& b, const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
-  const auto job = moe_router_job(tile, reads, writes);
-  if (job.groups > 0) gemv_run(b, job);
+  gemv_run(b, moe_router_task(tile, reads, writes));
 }
 
 template <class Block>
 EVT_HD WeightStream moe_router_stream(const Block& b, const int64_t* tile, const DevBuffer* reads,
                                       const DevBuffer* writes) {
-  const auto job = moe_router_job(tile, reads, writes);
-  return job.groups > 0 ? gemv_stream(b, job) : WeightStream{};
+  return gemv_stream(b, moe_router_task(tile, reads, writes));
 }
 
 }  // namespace evt::kernels::llm

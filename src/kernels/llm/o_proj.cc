@@ -2,6 +2,7 @@
 
 #include "kernels/llm/o_proj.h"
 
+#include "kernels/llm/gemv_task_row.h"
 #include "kernels/llm/reference_math.h"
 #include "kernels/registry.h"
 
@@ -24,6 +25,7 @@ EVT_REGISTER_TILE_FUNCTION(o_proj, TileFunction{
     .cpu = o_proj_reference,
     .device_body = "evt::kernels::llm::o_proj_body", .device_header = "kernels/llm/o_proj.h",
     .device_stream = "evt::kernels::llm::o_proj_stream",
+    .device_task = "evt::kernels::llm::o_proj_task", .shared = gemv_shared_task(),
     .relative_cost = 1});
 
 }  // namespace evt::kernels::llm

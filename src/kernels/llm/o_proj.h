@@ -8,11 +8,11 @@
 
 namespace evt::kernels::llm {
 
-EVT_HD inline auto o_proj_job(const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
+EVT_HD inline GemvTask o_proj_task(const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
   const int32_t* cfg = reads[0].as<const int32_t>();
   const int64_t l = tile[0], tokens = reads[2].dim(0), width = reads[2].dim(1), hidden = writes[0].dim(1);
   const Range rows = tile_range(tile[1], cfg[kCfgRowsH], hidden);
-  return residual_job(reads[2].as<const float>(), tokens, width, weight<uint16_t>(reads[1], l, kWo), hidden,
+  return residual_task(reads[2].as<const float>(), tokens, width, weight<uint16_t>(reads[1], l, kWo), hidden,
                       cfg[kCfgRowsH], rows.begin / kTileRows, tile_groups(rows),
                       reads[3].as<const float>() + (l % 2) * tokens * hidden,
                       writes[0].as<float>());
@@ -20,12 +20,12 @@ EVT_HD inline auto o_proj_job(const int64_t* tile, const DevBuffer* reads, const
 
 template <class Block>
 EVT_HD void o_proj_body(const Block& b, const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
-  gemv_run(b, o_proj_job(tile, reads, writes));
+  gemv_run(b, o_proj_task(tile, reads, writes));
 }
 
 template <class Block>
 EVT_HD WeightStream o_proj_stream(const Block& b, const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
-  return gemv_stream(b, o_proj_job(tile, reads, writes));
+  return gemv_stream(b, o_proj_task(tile, reads, writes));
 }
 
 }  // namespace evt::kernels::llm

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "kernels/llm/gemv_task_row.h"
 #include "kernels/llm/reference_math.h"
 #include "kernels/registry.h"
 
@@ -35,6 +36,7 @@ EVT_REGISTER_TILE_FUNCTION(qkv_proj, TileFunction{
     .cpu = qkv_proj_reference,
     .device_body = "evt::kernels::llm::qkv_proj_body", .device_header = "kernels/llm/qkv_proj.h",
     .device_stream = "evt::kernels::llm::qkv_proj_stream",
+    .device_task = "evt::kernels::llm::qkv_proj_task", .shared = gemv_shared_task(),
     .relative_cost = 1});
 
 }  // namespace evt::kernels::llm

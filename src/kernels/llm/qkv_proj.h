@@ -10,7 +10,7 @@
 
 namespace evt::kernels::llm {
 
-EVT_HD inline auto qkv_proj_job(const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
+EVT_HD inline GemvTask qkv_proj_task(const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
   const int32_t* cfg = reads[0].as<const int32_t>();
   const int64_t l = tile[0], head = tile[1], ks = tile[2];
   const int64_t tokens = reads[2].dim(1), hidden = reads[2].dim(2);
@@ -20,20 +20,19 @@ EVT_HD inline auto qkv_proj_job(const int64_t* tile, const DevBuffer* reads, con
                      .eps = bits_to_f32(cfg[kCfgEpsBits])};
   const Range k = tile_range(ks, cfg[kCfgQkvSplitLen], hidden);
   float* out = writes[0].as<float>() + ks * tokens * width;
-  return gemv_job<1>(in, weight<uint16_t>(reads[1], l, kWqkv), tiled_shape(width, hidden, d), head * d / kTileRows,
-                     d / kTileRows, k.begin,
-                     k.end, width, [=](int64_t t, int64_t n, const float* v) { out[t * width + n] = v[0]; });
+  return gemv_task(1, in, weight<uint16_t>(reads[1], l, kWqkv), tiled_shape(width, hidden, d), head * d / kTileRows,
+                   d / kTileRows, k.begin, k.end, width, GemvOutput{.out = out, .ld = width});
 }
 
 template <class Block>
 EVT_HD void qkv_proj_body(const Block& b, const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
-  gemv_run(b, qkv_proj_job(tile, reads, writes));
+  gemv_run(b, qkv_proj_task(tile, reads, writes));
 }
 
 template <class Block>
 EVT_HD WeightStream qkv_proj_stream(const Block& b, const int64_t* tile, const DevBuffer* reads,
                                     const DevBuffer* writes) {
-  return gemv_stream(b, qkv_proj_job(tile, reads, writes));
+  return gemv_stream(b, qkv_proj_task(tile, reads, writes));
 }
 
 }  // namespace evt::kernels::llm
