@@ -127,17 +127,11 @@ class Emitter {
   void emit_group_code(size_t gi);
   // The members every Block type has: the worker's threads, its scratch and its weight stream.
   void emit_block_members();
-  // Which tasks of a class a dispatch can meet.
-  enum class Reach {
-    kNever,
-    kAlways,
-    kUnlessInline,  // its groups are inline: only under schedules that do not run them inline
-  };
-  // The dispatch `name` of `what` (body or stream) over the classes by their reach: a class with a
+  // The dispatch `name` of `what` (body or stream) over the classes `keep` selects: a class with a
   // shared task builds it in its case, and one call of the shared runner (or stream) runs every
   // such class (TileFunction::device_task).
   void emit_shared_dispatch(const std::string& ret, const std::string& what, const std::string& name,
-                            const std::string& fallback, const std::vector<Reach>& reach);
+                            const std::string& fallback, const std::vector<bool>& keep);
 
   void line(const std::string& text) { out_ += std::string(indent_ * 2, ' ') + text + "\n"; }
   void open(const std::string& text) {
@@ -1383,12 +1377,12 @@ void Emitter::emit_block_members() {
 }
 
 void Emitter::emit_shared_dispatch(const std::string& ret, const std::string& what, const std::string& name,
-                                   const std::string& fallback, const std::vector<Reach>& reach) {
+                                   const std::string& fallback, const std::vector<bool>& keep) {
   // The shared tasks, in order of first use, and the classes that build each.
   std::vector<const kernels::SharedTask*> shared;
   std::vector<std::vector<size_t>> users;
   for (size_t k = 0; k < classes_; ++k) {
-    if (reach[k] == Reach::kNever || class_fn_[k]->device_task.empty()) continue;
+    if (!keep[k] || class_fn_[k]->device_task.empty()) continue;
     const kernels::SharedTask& st = class_fn_[k]->shared;
     auto same = [&](const kernels::SharedTask* o) { return o->type == st.type && o->run == st.run && o->stream == st.stream; };
     auto it = std::find_if(shared.begin(), shared.end(), same);
@@ -1405,12 +1399,8 @@ void Emitter::emit_shared_dispatch(const std::string& ret, const std::string& wh
   line("(void)w; (void)p; (void)a; (void)t;");
   open("switch (r.cls) {");
   for (size_t k = 0; k < classes_; ++k) {
-    if (reach[k] == Reach::kNever || !class_fn_[k]->device_task.empty()) continue;
-    const std::string call = fmt::format("return {}_class_{}<W, kS>(w, p, a, r, t);", what, k);
-    if (reach[k] == Reach::kAlways) {
-      line(fmt::format("case {}: {}", k, call));
-    } else {
-      line(fmt::format("case {}: if constexpr (!mk::runs_inline(kS)) {{ {} }} return {};", k, call, fallback));
+    if (keep[k] && class_fn_[k]->device_task.empty()) {
+      line(fmt::format("case {}: return {}_class_{}<W, kS>(w, p, a, r, t);", k, what, k));
     }
   }
   // Each shared task's classes meet at one call. Nothing after the inner switch depends on which
@@ -1474,25 +1464,16 @@ void Emitter::emit_dispatch_and_loops() {
   };
   dispatch("int", "wait", ", const int64_t* t, int64_t linear, mk::Help* help", ", t, linear, help", "mk::kAbort");
   dispatch("void", "prologue", ", const int64_t* t", ", t", "");
-  // run_task's inline instantiation runs only the classes with inline groups, its other
-  // instantiations a class of only inline groups only under a schedule that does not run them
-  // inline: so no body is inlined into a kernel twice.
-  std::vector<bool> any_inline(classes_, false), all_inline(classes_, true);
+  const std::vector<bool> every_class(classes_, true);
+  emit_shared_dispatch("void", "body", "body", "", every_class);
+  emit_shared_dispatch("kernels::WeightStream", "stream", "stream", "kernels::WeightStream{}", every_class);
+  // What run_task's inline instantiation calls: only the classes of inline groups, so that the
+  // other bodies are not inlined into the kernel a second time.
+  std::vector<bool> inline_classes(classes_, false);
   for (size_t gi = 0; gi < g_.groups.size(); ++gi) {
-    const auto k = static_cast<size_t>(class_of_[gi]);
-    any_inline[k] = any_inline[k] || is_inline(gi);
-    all_inline[k] = all_inline[k] && is_inline(gi);
+    if (is_inline(gi)) inline_classes[static_cast<size_t>(class_of_[gi])] = true;
   }
-  std::vector<Reach> queued(classes_), inlined(classes_);
-  for (size_t k = 0; k < classes_; ++k) {
-    queued[k] = all_inline[k] ? Reach::kUnlessInline : Reach::kAlways;
-    inlined[k] = any_inline[k] ? Reach::kAlways : Reach::kNever;
-  }
-  emit_shared_dispatch("void", "body", "body", "", queued);
-  emit_shared_dispatch("void", "body", "inline_body", "", inlined);
-  // The loader asks for every task's stream, whichever way the task runs.
-  emit_shared_dispatch("kernels::WeightStream", "stream", "stream", "kernels::WeightStream{}",
-                       std::vector<Reach>(classes_, Reach::kAlways));
+  emit_shared_dispatch("void", "body", "inline_body", "", inline_classes);
   dispatch("bool", "notify", ", const int64_t* t", ", t", "false");
   dispatch("void", "push_early", ", const int64_t* t", ", t", "");
   line("");
