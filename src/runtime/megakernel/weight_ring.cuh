@@ -58,8 +58,7 @@ __device__ inline bool phase_done(uint64_t* barrier, uint32_t parity) {
 // bulk copy per contiguous piece (16-byte aligned, multiples of 16 bytes: whole weight tiles),
 // evict-first (kernels/l2_policy.h says why).
 __device__ inline void fill_stage(kernels::StreamCursor& cursor, unsigned char* stage, uint64_t* full) {
-  cuda::ptx::mbarrier_arrive_expect_tx(cuda::ptx::sem_release, cuda::ptx::scope_cta, cuda::ptx::space_shared, full,
-                                       cursor.chunk_bytes());
+  kernels::expect_copy_bytes(full, cursor.chunk_bytes());
   const uint64_t policy = kernels::evict_first_policy();
   cursor.next([&](const unsigned char* src, uint32_t bytes, uint32_t at) {
     kernels::copy_bulk(stage + at, src, bytes, full, policy);
