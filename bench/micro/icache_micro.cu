@@ -5,7 +5,7 @@
 // otherwise (as a decode step's task bodies do, each run once a layer). So the cycles a region
 // takes in a later pass, against N, give the instruction caches' capacity and what a region
 // costs when its code comes from the L2.
-// Standalone: prints one JSON object per line, then a table. Results: bench/README.md.
+// Standalone: prints one JSON object per line (a header line first). Results: bench/README.md.
 
 #include <cuda_runtime.h>
 

@@ -175,14 +175,14 @@ __device__ uint32_t load_slice(const uint4* mine, int64_t vecs) {
 #pragma unroll
     for (int u = 0; u < kU; ++u) {
       const int64_t k = i + int64_t{u} * n;
-      if (k < vecs && kEvictFirst) {
+      if (k >= vecs) {
+        v[u] = make_uint4(0, 0, 0, 0);
+      } else if constexpr (kEvictFirst) {
         v[u] = evt::kernels::load16(mine + k, policy);
-      } else if (k < vecs) {
+      } else {
         asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
                      : "=r"(v[u].x), "=r"(v[u].y), "=r"(v[u].z), "=r"(v[u].w)
                      : "l"(mine + k));
-      } else {
-        v[u] = make_uint4(0, 0, 0, 0);
       }
     }
 #pragma unroll
