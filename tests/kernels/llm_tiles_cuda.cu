@@ -1,6 +1,7 @@
 // The CUDA side of the LLM tile test: one grid-stride runner per body, on blocks of the
 // megakernel's size.
 
+#include <algorithm>
 #include <cstring>
 
 #include "kernels/llm/attention_merge.h"
@@ -20,6 +21,7 @@
 #include "kernels/llm/sample.h"
 #include "kernels/llm/decode_config.h"
 #include "kernels/llm_tiles_cuda.h"
+#include "runtime/megakernel/cuda_launch.h"
 #include "runtime/megakernel/cuda_worker.cuh"
 
 namespace evt::testing::llm {
@@ -31,7 +33,8 @@ using kernels::DevBuffer;
 // threads and a loader warp, with the ring in the shared memory the most scratch leaves.
 constexpr int kThreads = kernels::llm::kDecodeThreads;
 constexpr int kScratchBytes = kernels::llm::kDecodeScratchBytes;
-constexpr int kRingStages = 4;
+constexpr int kRingStages =
+    std::min<int>(4, (mk::kSharedMemoryLimit - kScratchBytes) / static_cast<int>(kernels::kChunkBytes));
 constexpr int kSharedBytes = kScratchBytes + kRingStages * static_cast<int>(kernels::kChunkBytes);
 
 // The tile-body block interface on a CudaWorker, as the generated megakernels give it.

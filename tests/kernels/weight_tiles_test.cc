@@ -67,9 +67,9 @@ std::vector<std::vector<Piece>> chunks_of(const WeightStream& s) {
 }
 
 TEST(WeightStream, AWholePanelStreamsOneCopyPerChunk) {
-  // A tile of 2 groups over 24 k-blocks: 48 tiles, three chunks of 16, each one run.
+  // A tile of 2 groups over 3 kChunkTiles / 2 k-blocks: three whole chunks a pass, each one run.
   WeightStream s{.base = reinterpret_cast<const unsigned char*>(uintptr_t{1} << 20), .stride = 2, .g0 = 0, .groups = 2,
-                 .kb0 = 0, .kblocks = 24, .passes = 2};
+                 .kb0 = 0, .kblocks = 3 * kChunkTiles / 2, .passes = 2};
   const auto chunks = chunks_of(s);
   ASSERT_EQ(chunks.size(), 6u);
   for (size_t i = 0; i < chunks.size(); ++i) {
@@ -79,17 +79,19 @@ TEST(WeightStream, AWholePanelStreamsOneCopyPerChunk) {
 }
 
 TEST(WeightStream, PartOfAPanelStreamsOnePiecePerKBlock) {
-  // Groups 1-2 of a 3-group panel from k-block 4 on: tile (g, kb) at kb * 3 + g.
+  // Groups 1-2 of a 3-group panel from k-block 4 on (tile (g, kb) at kb * 3 + g), one k-block
+  // more than a chunk holds: a first chunk of kChunkTiles / 2 pieces, then one of one.
+  constexpr int64_t per_chunk = kChunkTiles / 2;
   WeightStream s{.base = reinterpret_cast<const unsigned char*>(uintptr_t{1} << 20), .stride = 3, .g0 = 1, .groups = 2,
-                 .kb0 = 4, .kblocks = 9, .passes = 1};
+                 .kb0 = 4, .kblocks = per_chunk + 1, .passes = 1};
   const auto chunks = chunks_of(s);
-  ASSERT_EQ(chunks.size(), 2u);  // 18 tiles
-  ASSERT_EQ(chunks[0].size(), 8u);
-  for (uint32_t i = 0; i < 8; ++i) {
+  ASSERT_EQ(chunks.size(), 2u);
+  ASSERT_EQ(chunks[0].size(), static_cast<size_t>(per_chunk));
+  for (uint32_t i = 0; i < per_chunk; ++i) {
     EXPECT_EQ(chunks[0][i], Piece((4 + i) * 3 + 1, 2 * kStreamTileBytes, i * 2 * kStreamTileBytes)) << i;
   }
   ASSERT_EQ(chunks[1].size(), 1u);
-  EXPECT_EQ(chunks[1][0], Piece(12 * 3 + 1, 2 * kStreamTileBytes, 0u));
+  EXPECT_EQ(chunks[1][0], Piece((4 + per_chunk) * 3 + 1, 2 * kStreamTileBytes, 0u));
 }
 
 }  // namespace

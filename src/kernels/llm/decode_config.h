@@ -16,7 +16,8 @@ namespace evt::kernels::llm {
 // SM's four scheduler partitions, whose register files are 64 KiB each: so ptxas may give a thread
 // 168 registers. A 13th warp puts four on one partition and caps every thread at 128 (at 12 task
 // warps the dense static entry then had 128 registers and a 496-byte stack; bench/README.md).
-// The most scratch a step asks for leaves at least four 16 KiB stages for the weight ring.
+// The most scratch a step asks for leaves two 32 KiB stages for the weight ring; steps that ask
+// for less (B = 1 does) get four.
 inline constexpr int kDecodeThreads = 352;
 inline constexpr int kDecodeScratchBytes = 159 * 1024;
 

@@ -15,7 +15,7 @@
 //    may have fewer), stored one after another, and within a panel of W groups tile (g, kb) sits
 //    at kb * W + (g - first group). A projection's tile owns one panel's groups over a range of
 //    k-blocks (P is its tile size, decode_plan.cc), so its weights are one run of memory, which
-//    the loader moves in whole 16 KiB chunks: one bulk copy per 2 KiB k-block streamed at 2.3
+//    the loader moves in whole chunks (32 KiB): one bulk copy per 2 KiB k-block streamed at 2.3
 //    TB/s, 16 KiB copies at 4.0 (bench/micro/stream_micro.cu). Within the run, each k-block's
 //    tiles lie side by side, so the warps that share the work can each own whole groups, keeping
 //    their sums in registers (gemv.h). A panel of every group is the plain k-block-major layout.
