@@ -93,9 +93,13 @@ Server::Server(ServedModel model, ServerOptions options)
     }
     send_error(res, {.status = 500, .message = what, .type = "server_error"});
   });
-  // Counts every response; generation requests log their own line with tokens and times.
-  http_->set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+  // Counts every response before its first byte goes out, so that a client that has it finds it
+  // in /metrics (the logger runs only after the response is written).
+  http_->set_post_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     metrics_.count_request(endpoint_label(req.path), res.status);
+  });
+  // Logs every response; generation requests log their own line with tokens and times.
+  http_->set_logger([this](const httplib::Request& req, const httplib::Response& res) {
     if (!res.has_header(kRequestIdHeader)) {
       log_request({.id = "-", .endpoint = req.path, .status = res.status, .arrival = Clock::now()});
     }
