@@ -76,7 +76,8 @@ void measure(int sms, int threads, double clock_ghz) {
   double per_pass[kPasses] = {};
   for (int blk = 0; blk < sms; ++blk) {
     for (int pass = 0; pass < kPasses; ++pass) {
-      for (int r = 0; r < N; ++r) per_pass[pass] += static_cast<double>(host[(static_cast<size_t>(blk) * kPasses + pass) * N + r]);
+      const int64_t* row = host.data() + (static_cast<size_t>(blk) * kPasses + pass) * N;
+      for (int r = 0; r < N; ++r) per_pass[pass] += static_cast<double>(row[r]);
     }
   }
   const double kib = N * kRegionInstructions * 16.0 / 1024;

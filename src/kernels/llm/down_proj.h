@@ -13,8 +13,8 @@ EVT_HD inline GemvTask down_proj_task(const int64_t* tile, const DevBuffer* read
   const int64_t l = tile[0], tokens = reads[2].dim(0), inter = reads[2].dim(1), hidden = reads[3].dim(1);
   const Range rows = tile_range(tile[1], cfg[kCfgRowsH], hidden);
   return residual_task(reads[2].as<const float>(), tokens, inter, weight<uint16_t>(reads[1], l, kWdown), hidden,
-                      cfg[kCfgRowsH], rows.begin / kTileRows, tile_groups(rows), reads[3].as<const float>(),
-                      writes[0].as<float>() + ((l + 1) % 2) * tokens * hidden);
+                       cfg[kCfgRowsH], rows.begin / kTileRows, tile_groups(rows), reads[3].as<const float>(),
+                       writes[0].as<float>() + ((l + 1) % 2) * tokens * hidden);
 }
 
 template <class Block>

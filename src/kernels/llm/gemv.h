@@ -490,7 +490,8 @@ EVT_HD inline GemvTask gemv_task(int matrices, const GemvInput& in, const uint16
 // of panel_rows rows): the projections that end the attention and MLP blocks. x is tokens x k
 // (row stride k), residual and out are tokens x rows.
 EVT_HD inline GemvTask residual_task(const float* x, int64_t tokens, int64_t k, const uint16_t* w, int64_t rows,
-                                     int64_t panel_rows, int64_t g0, int64_t groups, const float* residual, float* out) {
+                                     int64_t panel_rows, int64_t g0, int64_t groups, const float* residual,
+                                     float* out) {
   return gemv_task(1, GemvInput{.x = x, .ld = k, .tokens = tokens}, w, tiled_shape(rows, k, panel_rows), g0, groups, 0,
                    k, rows, GemvOutput{.out = out, .ld = rows, .residual = residual});
 }

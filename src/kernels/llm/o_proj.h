@@ -13,9 +13,8 @@ EVT_HD inline GemvTask o_proj_task(const int64_t* tile, const DevBuffer* reads, 
   const int64_t l = tile[0], tokens = reads[2].dim(0), width = reads[2].dim(1), hidden = writes[0].dim(1);
   const Range rows = tile_range(tile[1], cfg[kCfgRowsH], hidden);
   return residual_task(reads[2].as<const float>(), tokens, width, weight<uint16_t>(reads[1], l, kWo), hidden,
-                      cfg[kCfgRowsH], rows.begin / kTileRows, tile_groups(rows),
-                      reads[3].as<const float>() + (l % 2) * tokens * hidden,
-                      writes[0].as<float>());
+                       cfg[kCfgRowsH], rows.begin / kTileRows, tile_groups(rows),
+                       reads[3].as<const float>() + (l % 2) * tokens * hidden, writes[0].as<float>());
 }
 
 template <class Block>
