@@ -54,8 +54,7 @@ struct Block {
 // reached by all.
 template <class Body>
 __global__ void __launch_bounds__(kThreads + 32, 1) run_tiles(const TileLaunch launch, const __grid_constant__ mk::LaunchArgs a) {
-  __shared__ mk::WorkerShared shared;
-  mk::CudaWorker w(&shared, kThreads, kRingStages, a);
+  mk::CudaWorker w(kThreads, kRingStages, a);
   w.init();
   int64_t total = 1;
   for (int k = 0; k < launch.rank; ++k) total *= launch.extent[k];

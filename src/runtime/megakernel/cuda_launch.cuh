@@ -14,8 +14,7 @@ namespace evt::mk {
 template <class MK, int kConsumers, int kThreads, Schedule kS>
 __global__ void __launch_bounds__(kThreads, 1)
     megakernel_entry(const __grid_constant__ typename MK::ParamsType p, const __grid_constant__ LaunchArgs a) {
-  __shared__ WorkerShared shared;
-  CudaWorker w(&shared, kConsumers, a.ring_stages, a);
+  CudaWorker w(kConsumers, a.ring_stages, a);
   w.init();
   if constexpr (MK::has_streams) {
     if (w.is_loader()) {
@@ -29,8 +28,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 template <class MK, int kConsumers, int kThreads>
 __global__ void __launch_bounds__(kThreads, 1)
     launch_entry(const __grid_constant__ typename MK::ParamsType p, const __grid_constant__ LaunchArgs a, int64_t k) {
-  __shared__ WorkerShared shared;
-  CudaWorker w(&shared, kConsumers, a.ring_stages, a);
+  CudaWorker w(kConsumers, a.ring_stages, a);
   w.init();
   if constexpr (MK::has_streams) {
     if (w.is_loader()) {

@@ -24,18 +24,27 @@ struct WorkerShared {
   uint32_t barrier_count;               // since take_barriers()
 };
 
+// The block's WorkerShared. Named by its shared-memory symbol at every use rather than held as a
+// pointer: the pointer was a 64-bit generic address that lived in registers for the whole kernel,
+// and once the kernel grew ptxas spilled it and every body reloaded it from local memory
+// (bench/README.md, "GEMV passes of 64 tokens"); the symbol's address is a constant.
+__device__ inline WorkerShared& worker_shared() {
+  __shared__ WorkerShared shared;
+  return shared;
+}
+
 class CudaWorker {
  public:
   // `ring_stages`: the weight ring's stages (0: no ring), set up by init() before any other use.
-  __device__ CudaWorker(WorkerShared* shared, int consumers, int ring_stages, const LaunchArgs& a)
-      : shared_(shared), consumers_(consumers), stages_(ring_stages), a_(a) {}
+  __device__ CudaWorker(int consumers, int ring_stages, const LaunchArgs& a)
+      : consumers_(consumers), stages_(ring_stages), a_(a) {}
 
   // Every thread of the block, once at the start: sets up the ring.
   __device__ void init() {
-    if (threadIdx.x == 0 && stages_ > 0) init_ring(shared_->ring, stages_, consumers_ / 32);
+    if (threadIdx.x == 0 && stages_ > 0) init_ring(worker_shared().ring, stages_, consumers_ / 32);
     if (threadIdx.x == 0) {
-      shared_->barrier_count = 0;
-      shared_->inline_next = shared_->inline_end = 0;
+      worker_shared().barrier_count = 0;
+      worker_shared().inline_next = worker_shared().inline_end = 0;
     }
     __syncthreads();
   }
@@ -53,16 +62,16 @@ class CudaWorker {
   // The leader: fn(t) for each barrier noted since the last call, in order; then forgets them.
   template <class Fn>
   __device__ void take_barriers(Fn&& fn) const {
-    const uint32_t n = shared_->barrier_count < kTraceBarriers ? shared_->barrier_count : kTraceBarriers;
-    for (uint32_t k = 0; k < n; ++k) fn(shared_->barriers[k]);
-    shared_->barrier_count = 0;
+    const uint32_t n = worker_shared().barrier_count < kTraceBarriers ? worker_shared().barrier_count : kTraceBarriers;
+    for (uint32_t k = 0; k < n; ++k) fn(worker_shared().barriers[k]);
+    worker_shared().barrier_count = 0;
   }
   // One barrier: the two slots alternate, and a slot is written again only two shares later,
   // after every thread passed the barrier of the share in between, so all have read it.
   template <typename T>
   __device__ T share(T v) {
     static_assert(sizeof(T) <= sizeof(uint64_t), "share() moves at most 8 bytes");
-    T* slot = reinterpret_cast<T*>(shared_->share_slots + parity_);
+    T* slot = reinterpret_cast<T*>(worker_shared().share_slots + parity_);
     parity_ ^= 1;
     if (leader()) *slot = v;
     sync();
@@ -121,11 +130,11 @@ class CudaWorker {
     __device__ const unsigned char* acquire() {
       // A fill that never lands is a bug: stop the launch rather than hang, and let the body
       // finish on whatever the stage holds (the launch reports the error).
-      w_.wait_until([&] { return phase_done(&w_.shared_->ring.full[w_.stage_], w_.phase_); }, ErrorKind::kTimeout);
+      w_.wait_until([&] { return phase_done(&worker_shared().ring.full[w_.stage_], w_.phase_); }, ErrorKind::kTimeout);
       return w_.stage_data(w_.stage_);
     }
     __device__ void release() {
-      release_stage(&w_.shared_->ring.empty[w_.stage_]);
+      release_stage(&worker_shared().ring.empty[w_.stage_]);
       w_.advance();
     }
 
@@ -139,17 +148,17 @@ class CudaWorker {
   // out-of-line checks take it), and in a local-memory slot the counters were reloaded at every
   // queue and poll site of the MoE megakernel, missing the little L1 its scratch leaves.
   __device__ bool queue_inline(int64_t task) {
-    const int32_t end = shared_->inline_end;
-    if (end - shared_->inline_next >= static_cast<int32_t>(kInlineSlots)) return false;
-    shared_->inline_tasks[end % kInlineSlots] = task;
-    shared_->inline_end = end + 1;
+    const int32_t end = worker_shared().inline_end;
+    if (end - worker_shared().inline_next >= static_cast<int32_t>(kInlineSlots)) return false;
+    worker_shared().inline_tasks[end % kInlineSlots] = task;
+    worker_shared().inline_end = end + 1;
     return true;
   }
   __device__ int64_t next_inline() {
-    const int32_t next = shared_->inline_next;
-    if (next == shared_->inline_end) return -1;
-    shared_->inline_next = next + 1;
-    return shared_->inline_tasks[next % kInlineSlots];
+    const int32_t next = worker_shared().inline_next;
+    if (next == worker_shared().inline_end) return -1;
+    worker_shared().inline_next = next + 1;
+    return worker_shared().inline_tasks[next % kInlineSlots];
   }
 
   // --- the loader (lane 0 of the loader warp)
@@ -159,11 +168,11 @@ class CudaWorker {
   __device__ bool load(const kernels::WeightStream& s) {
     for (kernels::StreamCursor cursor(s); !cursor.done(); advance()) {
       // The stage's previous fill (one round of the ring ago, phase_ ^ 1) must have been released.
-      if (wrapped_ && !wait_until([&] { return phase_done(&shared_->ring.empty[stage_], phase_ ^ 1); },
+      if (wrapped_ && !wait_until([&] { return phase_done(&worker_shared().ring.empty[stage_], phase_ ^ 1); },
                                   ErrorKind::kQueueTimeout)) {
         return false;
       }
-      fill_stage(cursor, stage_data(stage_), &shared_->ring.full[stage_]);
+      fill_stage(cursor, stage_data(stage_), &worker_shared().ring.full[stage_]);
     }
     return true;
   }
@@ -175,7 +184,7 @@ class CudaWorker {
     for (int s = 0; s < stages_; ++s) {
       if (!wrapped_ && s >= stage_) break;  // never filled
       const uint32_t parity = s < stage_ ? phase_ : phase_ ^ 1;
-      while (!phase_done(&shared_->ring.full[s], parity)) {
+      while (!phase_done(&worker_shared().ring.full[s], parity)) {
       }
     }
   }
@@ -184,22 +193,22 @@ class CudaWorker {
   // and kAnnounceStop when it is done; the loader takes them in order.
   __device__ void announce(int64_t task) {
     if (stages_ == 0) return;
-    auto posted = block_word(shared_->ring.posted);
+    auto posted = block_word(worker_shared().ring.posted);
     const uint32_t n = posted.load(cuda::memory_order_relaxed);
-    wait_until([&] { return n - block_word(shared_->ring.taken).load(cuda::memory_order_acquire) < kMailboxSlots; },
-               ErrorKind::kQueueTimeout);
-    shared_->ring.mailbox[n % kMailboxSlots] = task;
+    auto taken = block_word(worker_shared().ring.taken);
+    wait_until([&] { return n - taken.load(cuda::memory_order_acquire) < kMailboxSlots; }, ErrorKind::kQueueTimeout);
+    worker_shared().ring.mailbox[n % kMailboxSlots] = task;
     posted.store(n + 1, cuda::memory_order_release);
   }
   // The next announced task, or kAnnounceStop (also when the launch aborted).
   __device__ int64_t next_announced() {
-    auto taken = block_word(shared_->ring.taken);
+    auto taken = block_word(worker_shared().ring.taken);
     const uint32_t n = taken.load(cuda::memory_order_relaxed);
-    if (!wait_until([&] { return block_word(shared_->ring.posted).load(cuda::memory_order_acquire) != n; },
+    if (!wait_until([&] { return block_word(worker_shared().ring.posted).load(cuda::memory_order_acquire) != n; },
                     ErrorKind::kQueueTimeout)) {
       return kAnnounceStop;
     }
-    const int64_t task = shared_->ring.mailbox[n % kMailboxSlots];
+    const int64_t task = worker_shared().ring.mailbox[n % kMailboxSlots];
     taken.store(n + 1, cuda::memory_order_release);
     return task;
   }
@@ -232,8 +241,8 @@ class CudaWorker {
   }
   // sync()'s note of when a barrier released, when tracing (out of line: sync() is everywhere).
   EVT_NOINLINE __device__ void note_barrier() const {
-    const uint32_t n = shared_->barrier_count++;
-    if (n < kTraceBarriers) shared_->barriers[n] = now_ns();
+    const uint32_t n = worker_shared().barrier_count++;
+    if (n < kTraceBarriers) worker_shared().barriers[n] = now_ns();
   }
 
   __device__ static cuda::atomic_ref<uint64_t, cuda::thread_scope_device> ref(const uint64_t* p) {
@@ -252,7 +261,6 @@ class CudaWorker {
     }
   }
 
-  WorkerShared* shared_;
   int consumers_;
   int stages_;
   const LaunchArgs& a_;
