@@ -30,11 +30,12 @@ namespace {
 using kernels::DevBuffer;
 
 // The decode megakernel's block (LaunchShape in src/model/decode_megakernel_d*.cu): its consumer
-// threads and a loader warp, with the ring in the shared memory the most scratch leaves.
+// threads and a loader warp, with the ring in the shared memory the most scratch leaves, as
+// layout_shared_memory (cuda_launch.cuh) lays it out.
 constexpr int kThreads = kernels::llm::kDecodeThreads;
 constexpr int kScratchBytes = kernels::llm::kDecodeScratchBytes;
-constexpr int kRingStages =
-    std::min<int>(4, (mk::kSharedMemoryLimit - kScratchBytes) / static_cast<int>(kernels::kChunkBytes));
+constexpr int kRingStages = std::min<int>(mk::kDefaultRingStages, (mk::kSharedMemoryLimit - kScratchBytes) /
+                                                                      static_cast<int>(kernels::kChunkBytes));
 constexpr int kSharedBytes = kScratchBytes + kRingStages * static_cast<int>(kernels::kChunkBytes);
 
 // The tile-body block interface on a CudaWorker, as the generated megakernels give it.
@@ -54,8 +55,8 @@ struct Block {
 // reached by all.
 template <class Body>
 __global__ void __launch_bounds__(kThreads + 32, 1) run_tiles(const TileLaunch launch, const __grid_constant__ mk::LaunchArgs a) {
-  mk::CudaWorker w(kThreads, kRingStages, a);
-  w.init();
+  mk::CudaWorker w(kThreads, kRingStages);
+  w.init(a);
   int64_t total = 1;
   for (int k = 0; k < launch.rank; ++k) total *= launch.extent[k];
   const auto tile_of = [&](int64_t n, int64_t* tile) {

@@ -129,12 +129,12 @@ TEST(Trace, BarriersRoundTripThroughTheRecord) {
   a.trace_tasks_per_worker = 3;
   BarrierWorker w;
   w.pending = {90, 105, 130, 170};  // 90 comes before the task's start
-  mk::trace_task(w, a, 2, 7, 100, 104);
+  mk::trace_task(w, a.trace, a.trace_tasks_per_worker, 2, 7, 100, 104);
   std::vector<uint64_t> many;
   for (int k = 0; k < mk::kTraceBarriers + 3; ++k) many.push_back(200 + k);
   w.pending = many;
-  mk::trace_task(w, a, 1, 8, 200, 200);
-  mk::trace_task(w, a, 1, 9, 300, 310);  // no barriers
+  mk::trace_task(w, a.trace, a.trace_tasks_per_worker, 1, 8, 200, 200);
+  mk::trace_task(w, a.trace, a.trace_tasks_per_worker, 1, 9, 300, 310);  // no barriers
   const auto events = mk::decode_trace(words, 1, 3);
   ASSERT_EQ(events.size(), 3u);
   EXPECT_EQ(events[0].group, 2);
@@ -150,7 +150,8 @@ TEST(Trace, BarriersRoundTripThroughTheRecord) {
   EXPECT_EQ(events[2].waited_ns, 310u);
   const std::vector<uint64_t> before = words;
   w.pending = {410, 420, 430};
-  mk::trace_task(w, a, 1, 10, 400, 400);  // a fourth task: past the worker's 3 records
+  // A fourth task: past the worker's 3 records.
+  mk::trace_task(w, a.trace, a.trace_tasks_per_worker, 1, 10, 400, 400);
   EXPECT_EQ(words, before);
   EXPECT_TRUE(w.pending.empty());
 }

@@ -1573,7 +1573,9 @@ EVT_HD inline bool run_task(W& w, const Params& p, const mk::LaunchArgs& a, int 
   w.sync();
   if (w.leader()) {
     healthy = notify<W, kS>(w, p, a, r, t);
-    if (a.trace) mk::trace_task(w, a, group, linear, start, waited);  // one branch when tracing is off
+    if (a.trace) {  // one branch when tracing is off
+      mk::trace_task(w, a.trace, a.trace_tasks_per_worker, group, linear, start, waited);
+    }
   }
   return true;
 }

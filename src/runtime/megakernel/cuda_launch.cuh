@@ -14,8 +14,8 @@ namespace evt::mk {
 template <class MK, int kConsumers, int kThreads, Schedule kS>
 __global__ void __launch_bounds__(kThreads, 1)
     megakernel_entry(const __grid_constant__ typename MK::ParamsType p, const __grid_constant__ LaunchArgs a) {
-  CudaWorker w(kConsumers, a.ring_stages, a);
-  w.init();
+  CudaWorker w(kConsumers, a.ring_stages);
+  w.init(a);
   if constexpr (MK::has_streams) {
     if (w.is_loader()) {
       if (threadIdx.x % 32 == 0) MK::template load<CudaWorker, kS>(w, p, a);
@@ -28,8 +28,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 template <class MK, int kConsumers, int kThreads>
 __global__ void __launch_bounds__(kThreads, 1)
     launch_entry(const __grid_constant__ typename MK::ParamsType p, const __grid_constant__ LaunchArgs a, int64_t k) {
-  CudaWorker w(kConsumers, a.ring_stages, a);
-  w.init();
+  CudaWorker w(kConsumers, a.ring_stages);
+  w.init(a);
   if constexpr (MK::has_streams) {
     if (w.is_loader()) {
       if (threadIdx.x % 32 == 0) MK::template load_one_launch<CudaWorker>(w, p, a, k);

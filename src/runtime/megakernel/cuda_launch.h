@@ -25,7 +25,9 @@ inline constexpr int kSharedMemoryLimit = 223 * 1024;
 
 // The launch's tuning knobs (launch_knobs.cc), each read once: its default, or an environment
 // variable that overrides it for measurements.
-// The most stages a weight ring may take, up to `most`: EVT_RING_STAGES (1 to `most`).
+// The most stages a weight ring may take, up to `most`: EVT_RING_STAGES (1 to `most`), else
+// kDefaultRingStages (launch_knobs.cc says why 4).
+inline constexpr int kDefaultRingStages = 4;
 int ring_stage_cap(int most);
 // The sleep between two polls of a wait, ns: EVT_POLL_NS (0 to 100000), to measure what the
 // pollers cost the memory system (a hundred SMs may poll one counter).

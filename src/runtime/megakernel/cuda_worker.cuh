@@ -22,12 +22,20 @@ struct WorkerShared {
   int32_t inline_next, inline_end;      // its entries taken and queued
   uint64_t barriers[kTraceBarriers];    // when tracing: the barriers' release times (sync())
   uint32_t barrier_count;               // since take_barriers()
+  // The launch's fields the worker reads (init()). Copies, not a reference to the LaunchArgs: the
+  // worker reaches out-of-line calls, and a reference to the kernel's parameter there makes every
+  // read of the parameter a load through the L1 (support.h, trace_task).
+  SchedulerState* state;
+  int64_t spin_limit_ns;
+  int32_t poll_ns;
+  bool tracing;
 };
 
 // The block's WorkerShared. Named by its shared-memory symbol at every use rather than held as a
 // pointer: the pointer was a 64-bit generic address that lived in registers for the whole kernel,
 // and once the kernel grew ptxas spilled it and every body reloaded it from local memory
-// (bench/README.md, "GEMV passes of 64 tokens"); the symbol's address is a constant.
+// (bench/README.md, "The worker's shared words by their symbol"); the symbol's address is a
+// constant.
 __device__ inline WorkerShared& worker_shared() {
   __shared__ WorkerShared shared;
   return shared;
@@ -36,15 +44,20 @@ __device__ inline WorkerShared& worker_shared() {
 class CudaWorker {
  public:
   // `ring_stages`: the weight ring's stages (0: no ring), set up by init() before any other use.
-  __device__ CudaWorker(int consumers, int ring_stages, const LaunchArgs& a)
-      : consumers_(consumers), stages_(ring_stages), a_(a) {}
+  __device__ CudaWorker(int consumers, int ring_stages) : consumers_(consumers), stages_(ring_stages) {}
 
-  // Every thread of the block, once at the start: sets up the ring.
-  __device__ void init() {
+  // Every thread of the block, once at the start: sets up the ring and the worker's copy of the
+  // launch's fields.
+  __device__ void init(const LaunchArgs& a) {
     if (threadIdx.x == 0 && stages_ > 0) init_ring(worker_shared().ring, stages_, consumers_ / 32);
     if (threadIdx.x == 0) {
-      worker_shared().barrier_count = 0;
-      worker_shared().inline_next = worker_shared().inline_end = 0;
+      WorkerShared& s = worker_shared();
+      s.barrier_count = 0;
+      s.inline_next = s.inline_end = 0;
+      s.state = a.state;
+      s.spin_limit_ns = a.spin_limit_ns;
+      s.poll_ns = a.poll_ns;
+      s.tracing = a.trace != nullptr;
     }
     __syncthreads();
   }
@@ -57,7 +70,7 @@ class CudaWorker {
   // tracing, the leader notes when it released (trace_task).
   __device__ void sync() const {
     asm volatile("bar.sync 1, %0;" ::"r"(consumers_) : "memory");
-    if (a_.trace != nullptr && leader()) note_barrier();
+    if (leader() && worker_shared().tracing) note_barrier();
   }
   // The leader: fn(t) for each barrier noted since the last call, in order; then forgets them.
   template <class Fn>
@@ -111,7 +124,7 @@ class CudaWorker {
     return t;
   }
   // A short sleep between polls: many blocks polling one counter slow down its writers.
-  __device__ void pause() const { __nanosleep(static_cast<unsigned>(a_.poll_ns)); }
+  __device__ void pause() const { __nanosleep(static_cast<unsigned>(worker_shared().poll_ns)); }
 
   // The tile-body block interface (tile_body.h).
   __device__ int thread() const { return static_cast<int>(threadIdx.x); }
@@ -225,9 +238,10 @@ class CudaWorker {
     uint64_t start = 0;
     for (uint32_t spins = 1; !done(); ++spins) {
       if ((spins & 63) != 0) continue;
-      if (a_.state != nullptr && aborted(*this, a_)) return false;
+      SchedulerState* const state = worker_shared().state;
+      if (state != nullptr && aborted(*this, state)) return false;
       if (start == 0) start = now_ns();
-      if (static_cast<int64_t>(now_ns() - start) > a_.spin_limit_ns) {
+      if (static_cast<int64_t>(now_ns() - start) > worker_shared().spin_limit_ns) {
         time_out(what);
         return false;
       }
@@ -236,8 +250,8 @@ class CudaWorker {
   }
   // A wait past the spin limit: the launch's error record, or a trap without one.
   EVT_NOINLINE __device__ void time_out(ErrorKind what) {
-    if (a_.state == nullptr) __trap();
-    fail(*this, a_, what, -1, nullptr, 0, -1, -1, 0);
+    if (worker_shared().state == nullptr) __trap();
+    record_failure<CudaWorker>(worker_shared().state, id(), what, -1, nullptr, 0, -1, -1, 0);
   }
   // sync()'s note of when a barrier released, when tracing (out of line: sync() is everywhere).
   EVT_NOINLINE __device__ void note_barrier() const {
@@ -263,7 +277,6 @@ class CudaWorker {
 
   int consumers_;
   int stages_;
-  const LaunchArgs& a_;
   int parity_ = 0;
   // This thread's place in the ring (consumers: the next chunk to consume; the loader: to fill).
   int stage_ = 0;

@@ -153,13 +153,19 @@ struct LaunchArgs {
 inline constexpr int kTraceBarriers = 12;
 inline constexpr int kTraceWords = 4 + kTraceBarriers / 2 + 1;
 
+// Writes one traced task's record (the leader, after its notifications).
+//
+// The functions out of line here take the LaunchArgs fields they read, never the LaunchArgs: a
+// reference to the kernel's parameter that reaches a call makes ptxas address the parameter
+// through a generic pointer, and then every read of it in the kernel, a.trace after each block
+// barrier included, is a load through the L1 rather than from the constant bank.
 template <class W>
-EVT_HD EVT_NOINLINE void trace_task(W& w, const LaunchArgs& a, int group, int64_t linear, uint64_t start,
-                                    uint64_t waited) {
+EVT_HD EVT_NOINLINE void trace_task(W& w, uint64_t* trace, int64_t tasks_per_worker, int group, int64_t linear,
+                                    uint64_t start, uint64_t waited) {
   const uint64_t end = w.now_ns();  // before the bookkeeping below, whose load may miss
-  uint64_t* mine = a.trace + static_cast<int64_t>(w.id()) * (1 + kTraceWords * a.trace_tasks_per_worker);
+  uint64_t* mine = trace + static_cast<int64_t>(w.id()) * (1 + kTraceWords * tasks_per_worker);
   const uint64_t n = mine[0];
-  if (static_cast<int64_t>(n) >= a.trace_tasks_per_worker) {  // later tasks go untraced
+  if (static_cast<int64_t>(n) >= tasks_per_worker) {  // later tasks go untraced
     w.take_barriers([](uint64_t) {});
     return;
   }
@@ -204,8 +210,8 @@ EVT_HD uint64_t arrive(W& w, uint64_t* counter, uint64_t n = 1) {
 }
 
 template <class W>
-EVT_HD bool aborted(W& w, const LaunchArgs& a) {
-  return w.load_acquire(&a.state->abort) != 0;
+EVT_HD bool aborted(W& w, const SchedulerState* s) {
+  return w.load_acquire(&s->abort) != 0;
 }
 
 // Records the launch's first error and tells every worker to stop (fail's cold part). Called, not
@@ -244,17 +250,17 @@ struct Help {
 };
 
 template <class W>
-EVT_HD int64_t try_take_ticket(W& w, const LaunchArgs& a, int64_t sources);
+EVT_HD int64_t try_take_ticket(W& w, SchedulerState* s, int64_t sources);
 
 // spin_until's check every 64 polls, out of line (it is rare, and spin_until is inlined into
 // every wait): kAbort if the launch aborted, kTimedOut past the spin limit since `start`, kHelp
 // when `help` took a ready task, else kRun.
 inline constexpr int kTimedOut = -1;
 template <class W>
-EVT_HD EVT_NOINLINE int spin_check(W& w, const LaunchArgs& a, Help* help, uint64_t start) {
-  if (aborted(w, a)) return kAbort;
-  if (static_cast<int64_t>(w.now_ns() - start) > a.spin_limit_ns) return kTimedOut;
-  if (help && (help->ticket = try_take_ticket(w, a, help->sources)) >= 0) return kHelp;
+EVT_HD EVT_NOINLINE int spin_check(W& w, SchedulerState* s, int64_t spin_limit_ns, Help* help, uint64_t start) {
+  if (aborted(w, s)) return kAbort;
+  if (static_cast<int64_t>(w.now_ns() - start) > spin_limit_ns) return kTimedOut;
+  if (help && (help->ticket = try_take_ticket(w, s, help->sources)) >= 0) return kHelp;
   return kRun;
 }
 
@@ -270,7 +276,7 @@ EVT_HD int spin_until(W& w, const LaunchArgs& a, Help* help, Ready&& ready, Time
     if (start == 0) start = w.now_ns();
     w.pause();
     if ((++spins & 63) != 0) continue;
-    const int step = spin_check(w, a, help, start);
+    const int step = spin_check(w, a.state, a.spin_limit_ns, help, start);
     if (step == kTimedOut) {
       timed_out();
       return kAbort;
@@ -349,11 +355,11 @@ EVT_HD bool all_finished(W& w, const LaunchArgs& a, uint64_t finished, int64_t s
 
 // A ticket whose task is ready or being pushed, or -1 when none is: never waits.
 template <class W>
-EVT_HD int64_t try_take_ticket(W& w, const LaunchArgs& a, int64_t sources) {
-  uint64_t head = w.load_acquire(&a.state->queue_head);
-  const uint64_t limit = static_cast<uint64_t>(sources) + w.load_acquire(&a.state->queue_tail);
+EVT_HD int64_t try_take_ticket(W& w, SchedulerState* s, int64_t sources) {
+  uint64_t head = w.load_acquire(&s->queue_head);
+  const uint64_t limit = static_cast<uint64_t>(sources) + w.load_acquire(&s->queue_tail);
   while (head < limit) {
-    if (w.compare_exchange(&a.state->queue_head, head, head + 1)) return static_cast<int64_t>(head);
+    if (w.compare_exchange(&s->queue_head, head, head + 1)) return static_cast<int64_t>(head);
   }
   return -1;
 }
@@ -373,7 +379,7 @@ EVT_HD int64_t ticket_task(W& w, const LaunchArgs& a, int64_t sources, int64_t s
     w.pause();
     if ((++spins & 3) != 0) continue;
     // Idle workers poll these once-written flags, not the counters every push and count updates.
-    if (w.load_acquire(&a.state->done) != 0 || aborted(w, a)) return -1;
+    if (w.load_acquire(&a.state->done) != 0 || aborted(w, a.state)) return -1;
     if ((spins & 1023) != 0) continue;
     // A launch with nothing to count ends here: no task sets the flag.
     if (all_finished(w, a, w.load_acquire(&a.state->finished), sources, static_workers)) return -1;
