@@ -52,21 +52,22 @@ EVT_HD constexpr int64_t task_id(int group, int64_t linear) { return (int64_t{gr
 EVT_HD constexpr int task_id_group(int64_t id) { return static_cast<int>(id >> 40); }
 EVT_HD constexpr int64_t task_id_linear(int64_t id) { return id & ((int64_t{1} << 40) - 1); }
 
-// An element of an integer index buffer; -1 (no event) when the index is out of bounds, which
-// the CPU executor reports as an error instead.
-EVT_HD inline int64_t load_index(const DevBuffer& b, const int64_t* index, bool wide) {
-  int64_t linear = 0;
-  for (int k = 0; k < b.rank; ++k) {
-    if (index[k] < 0 || index[k] >= b.shape[k]) return -1;
-    linear = linear * b.shape[k] + index[k];
-  }
-  return wide ? b.as<const int64_t>()[linear] : b.as<const int32_t>()[linear];
-}
-
+// An element of an integer index buffer (one index per dimension); -1 (no event) when an index
+// is out of bounds, which the CPU executor reports as an error instead. Without a branch: the
+// bounds only predicate the load, so that several of these in a row (a range trigger's search,
+// a data-dependent edge's elements) issue their loads together instead of one after another.
 template <class... I>
 EVT_HD int64_t load_at(const DevBuffer& b, bool wide, I... index) {
   const int64_t idx[] = {static_cast<int64_t>(index)...};
-  return load_index(b, idx, wide);
+  int64_t linear = 0;
+  bool in_bounds = true;
+  EVT_UNROLL
+  for (int k = 0; k < static_cast<int>(sizeof...(I)); ++k) {
+    in_bounds &= (idx[k] >= 0) & (idx[k] < b.shape[k]);
+    linear = linear * b.shape[k] + idx[k];
+  }
+  if (!in_bounds) return -1;
+  return wide ? b.as<const int64_t>()[linear] : b.as<const int32_t>()[linear];
 }
 
 // Inline tasks a worker can hold at once (queue_inline).
