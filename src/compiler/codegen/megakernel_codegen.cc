@@ -1076,7 +1076,9 @@ EVT_HD inline bool notify_event(W& w, const Params& p, const mk::LaunchArgs& a, 
       w.fetch_add_relaxed(p.counters[e] + x, 1);
       return true;
     }
-    const uint64_t got = w.fetch_add_relaxed(p.counters[e] + x, 1) + 1;
+    // An element of one arrival (attention's one KV split at larger batches) completes with this
+    // one, so the add's value need not come back: that round trip was the whole hand-off.
+    const uint64_t got = p.wait_count[e] == 1 ? 1 : w.fetch_add_relaxed(p.counters[e] + x, 1) + 1;
     if (got != p.wait_count[e]) return true;
     // The inline tile of the element's own index needs no search through the event's consumers.
     if (kAllInlineByIndex || inline_by_index(e) >= 0) {
@@ -1257,13 +1259,40 @@ void Emitter::emit_group_code(size_t gi) {
                           ir::provably_equal(ir::substitute(in.map.range_begin, last, Expr::var(last) + 1),
                                              in.map.range_end);
     if (abutting) {
-      line("int64_t lo = first, hi = first + count - 1;  // the last element whose range begins at or before");
+      // The search runs along the last coordinate, j; the layer, when kept, is the task's own. It is
+      // 4-ary: a round loads 3 probes' ranges together and counts those that begin at or before the
+      // task, so that 128 elements take four dependent rounds of loads instead of halving's seven,
+      // each a round trip to the L2 while the weights stream. Wider rounds gain nothing: ptxas
+      // issues their loads a few at a time in the leader's register budget.
+      const auto range_at = [&](const std::string& j, const std::string& use) {
+        open("{");
+        Scope es = dims_scope();
+        if (per_layer) es.vars[in.map.vars[0]] = "t[0]";
+        es.vars[last] = j;
+        line(fmt::format("const int64_t begin = {}, end = {};", expr(in.map.range_begin, es),
+                         expr(in.map.range_end, es)));
+        line("(void)end;");
+        line(use);
+        close();
+      };
+      line("int64_t lo = 0, hi = count - 1;  // the last j whose range begins at or before the task");
       open("while (lo < hi) {");
-      line("const int64_t x = (lo + hi + 1) / 2;");
-      range_of("x", "if (begin <= linear) lo = x; else hi = x - 1;");
+      line("const int64_t step = (hi - lo) / 4 + 1;");
+      line("int64_t begins[3];");
+      line("EVT_UNROLL");
+      open("for (int k = 0; k < 3; ++k) {");
+      line("const int64_t j = kernels::min_of(lo + (k + 1) * step, hi);");
+      range_at("j", "begins[k] = begin;");
       close();
-      open("if (lo <= hi) {");
-      range_of("lo", "if (begin <= linear && linear < end) found = lo;");
+      line("int64_t below = 0;  // a prefix of the probes, since the ranges rise");
+      line("EVT_UNROLL");
+      line("for (int k = 0; k < 3; ++k) below += begins[k] <= linear;");
+      line("const int64_t next = below == 0 ? lo : kernels::min_of(lo + below * step, hi);");
+      line("hi = kernels::min_of(next + step - 1, hi);");
+      line("lo = next;");
+      close();
+      open("if (count > 0) {");
+      range_at("lo", "if (begin <= linear && linear < end) found = first + lo;");
       close();
     } else {
       open("for (int64_t x = first; x < first + count && found < 0; ++x) {");
