@@ -58,11 +58,11 @@ moe_plan = call_device(moe_plan, tiles=(L,), reads=(cfg, wtab, x_mid, router_log
                        layered=true)
 # A static gate/up task waits for its layer's one EXP element before it reads gu_ptr (the range);
 # a down task reads dn_ptr to find its ACTX element, so PLANNED comes first there.
-moe_gate_up = call_device(moe_expert_gate_up, tiles=(L, MAXGU), reads=(cfg, wtab, x_mid, exp_indptr, perm, gu_ptr),
+moe_gate_up = call_device(moe_expert_gate_up, tiles=(L, MAXGU), reads=(cfg, wtab, x_mid, exp_indptr, perm, gu_ptr, tile_expert),
                           writes=(act_s,),
                           in_edges={EXP: "l->[l*MAXGU, l*MAXGU + gu_ptr[l, XE])"},
                           out_edges={ACTX: "li->(l, tile_expert[l, i])"}, layered=true, schedule=dynamic)
-moe_down = call_device(moe_expert_down, tiles=(L, MAXDN), reads=(cfg, wtab, act_s, exp_indptr, sorted_w, dn_ptr),
+moe_down = call_device(moe_expert_down, tiles=(L, MAXDN), reads=(cfg, wtab, act_s, exp_indptr, sorted_w, dn_ptr, tile_expert),
                        writes=(y_s,),
                        in_edges={PLANNED: "li->l", ACTX: "le->[l*MAXDN + dn_ptr[l, e], l*MAXDN + dn_ptr[l, e+1])"},
                        out_edges={DONE: "li->l"}, layered=true, schedule=dynamic)

@@ -152,8 +152,8 @@ class MoeBlockCase {
         {"moe_router", {"cfg", "wtab", "x_mid"}, {"router_logits"}, 1, 1e-4},
         // From the same logits: the same experts and weights, bit for bit.
         {"moe_plan", {"cfg", "wtab", "x_mid", "router_logits"}, kPlanWrites, 0, 0},
-        {"moe_expert_gate_up", {"cfg", "wtab", "x_mid", "exp_indptr", "perm", "gu_ptr"}, {"act_s"}, kMaxGu, 1e-4},
-        {"moe_expert_down", {"cfg", "wtab", "act_s", "exp_indptr", "sorted_w", "dn_ptr"}, {"y_s"}, kMaxDn, 1e-4},
+        {"moe_expert_gate_up", {"cfg", "wtab", "x_mid", "exp_indptr", "perm", "gu_ptr", "tile_expert"}, {"act_s"}, kMaxGu, 1e-4},
+        {"moe_expert_down", {"cfg", "wtab", "act_s", "exp_indptr", "sorted_w", "dn_ptr", "tile_expert"}, {"y_s"}, kMaxDn, 1e-4},
         {"moe_combine_residual", {"cfg", "y_s", "pos", "x_mid"}, {"x"}, kNH, 1e-5},
     };
   }

@@ -26,8 +26,8 @@ const std::map<std::string, CpuTileFn>& cpu_bodies() {
   static const std::map<std::string, CpuTileFn> kBodies = {
       {"moe_router", &run_body_on_cpu<&moe_router_body<SerialBlock>, 3, 1>},
       {"moe_plan", &run_body_on_cpu<&moe_plan_body<SerialBlock>, 4, 9>},
-      {"moe_expert_gate_up", &run_body_on_cpu<&moe_expert_gate_up_body<SerialBlock>, 6, 1>},
-      {"moe_expert_down", &run_body_on_cpu<&moe_expert_down_body<SerialBlock>, 6, 1>},
+      {"moe_expert_gate_up", &run_body_on_cpu<&moe_expert_gate_up_body<SerialBlock>, 7, 1>},
+      {"moe_expert_down", &run_body_on_cpu<&moe_expert_down_body<SerialBlock>, 7, 1>},
       {"moe_combine_residual", &run_body_on_cpu<&moe_combine_residual_body<SerialBlock>, 4, 1>},
   };
   return kBodies;
@@ -154,7 +154,12 @@ TEST_F(MoeBlock, PlanInLittleScratchPlacesRowsInChunks) {
 TEST_F(MoeBlock, UnreleasedTilesAndDenseRoutersStreamNothing) {
   b.all.at("gu_ptr").i32 = {0, 5, 5, 5, 5, 5, 5, 0, 3, 3, 6, 6, 6, 6};
   b.all.at("exp_indptr").i32 = {0, 4, 4, 7, 7, 7, 7};
-  const std::vector<DevBuffer> r = dev_buffers(b, {"cfg", "wtab", "x_mid", "exp_indptr", "perm", "gu_ptr"});
+  std::vector<int32_t>& tile_expert = b.all.at("tile_expert").i32;  // as the plan fills it from gu_ptr
+  std::fill(tile_expert.begin(), tile_expert.end(), -1);
+  std::fill_n(tile_expert.begin(), 5, 0);
+  std::fill_n(tile_expert.begin() + kMaxGu, 3, 0);
+  std::fill_n(tile_expert.begin() + kMaxGu + 3, 3, 2);
+  const std::vector<DevBuffer> r = dev_buffers(b, {"cfg", "wtab", "x_mid", "exp_indptr", "perm", "gu_ptr", "tile_expert"});
   std::vector<DevBuffer> w = dev_buffers(b, {"act_s"});
   const SerialBlock block(nullptr);
   const int64_t released[2] = {1, 5}, unreleased[2] = {1, 6}, dense[2] = {0, 0};
@@ -177,8 +182,8 @@ TEST_F(MoeBlock, ChainEqualsPhaseOneBlock) {
     run(cpu("moe_plan"), l, 0, {"cfg", "wtab", "x_mid", "router_logits"}, kPlanWrites);
     const std::vector<int32_t> ids2 = b.all.at("route_ids").i32;
     const std::vector<float> w2 = b.all.at("route_w").f32;
-    run(cpu("moe_expert_gate_up"), l, kMaxGu, {"cfg", "wtab", "x_mid", "exp_indptr", "perm", "gu_ptr"}, {"act_s"});
-    run(cpu("moe_expert_down"), l, kMaxDn, {"cfg", "wtab", "act_s", "exp_indptr", "sorted_w", "dn_ptr"}, {"y_s"});
+    run(cpu("moe_expert_gate_up"), l, kMaxGu, {"cfg", "wtab", "x_mid", "exp_indptr", "perm", "gu_ptr", "tile_expert"}, {"act_s"});
+    run(cpu("moe_expert_down"), l, kMaxDn, {"cfg", "wtab", "act_s", "exp_indptr", "sorted_w", "dn_ptr", "tile_expert"}, {"y_s"});
     run(cpu("moe_combine_residual"), l, kNH, {"cfg", "y_s", "pos", "x_mid"}, {"x"});
 
     run(cpu("moe_gate_up"), l, kT, {"cfg", "wtab", "x_mid"}, {"act", "route_ids", "route_w"});

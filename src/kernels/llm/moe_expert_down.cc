@@ -34,7 +34,7 @@ void moe_expert_down_reference(const TileArgs& a) {
 EVT_REGISTER_TILE_FUNCTION(moe_expert_down, TileFunction{
     .name = "moe_expert_down",
     .summary = "one routed expert's down tile, scaled by each row's routing weight",
-    .num_reads = 6, .num_writes = 1,
+    .num_reads = 7, .num_writes = 1,
     .cpu = moe_expert_down_reference,
     .device_body = "evt::kernels::llm::moe_expert_down_body", .device_header = "kernels/llm/moe_expert_down.h",
     .device_stream = "evt::kernels::llm::moe_expert_down_stream",

@@ -39,7 +39,7 @@ void moe_expert_gate_up_reference(const TileArgs& a) {
 EVT_REGISTER_TILE_FUNCTION(moe_expert_gate_up, TileFunction{
     .name = "moe_expert_gate_up",
     .summary = "one routed expert's gate/up tile: post-attention RMSNorm, silu(gate) * up for the expert's tokens",
-    .num_reads = 6, .num_writes = 1,
+    .num_reads = 7, .num_writes = 1,
     .cpu = moe_expert_gate_up_reference,
     .device_body = "evt::kernels::llm::moe_expert_gate_up_body", .device_header = "kernels/llm/moe_expert_gate_up.h",
     .device_stream = "evt::kernels::llm::moe_expert_gate_up_stream",

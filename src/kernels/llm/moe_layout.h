@@ -99,4 +99,24 @@ EVT_HD inline LayerMlp layer_mlp(const int32_t* cfg, const int64_t* wtab, int64_
   return m;
 }
 
+// A routed expert's gate/up tiles and down tiles in layer m (moe_plan.h).
+EVT_HD inline int64_t moe_gate_up_tiles(const int32_t* cfg, const LayerMlp& m) {
+  const int64_t rows = moe_gate_up_rows(cfg, m.sparse());
+  return (m.inter + rows - 1) / rows;
+}
+EVT_HD inline int64_t moe_down_tiles(const int32_t* cfg, const LayerMlp& m, int64_t hidden) {
+  const int64_t rows = moe_down_rows(cfg, m.sparse());
+  return (hidden + rows - 1) / rows;
+}
+
+// The expert of tile i of a layer whose routed experts have `per_expert` tiles each, in the order
+// of the plan's tables: the entry of its routed expert's first gate/up tile in that layer's row of
+// tile_expert (max_gu entries, gu_tiles an expert), or -1 past the last routed expert. One load
+// where a search of the plan's ranges took several dependent rounds of them.
+EVT_HD inline int64_t moe_routed_tile_expert(const int32_t* tile_expert, int64_t max_gu, int64_t gu_tiles,
+                                             int64_t per_expert, int64_t i) {
+  const int64_t first = i / per_expert * gu_tiles;
+  return first < max_gu ? tile_expert[first] : -1;
+}
+
 }  // namespace evt::kernels::llm

@@ -138,8 +138,7 @@ EVT_HD void moe_plan_body(const Block& b, const int64_t* tile, const DevBuffer* 
   int32_t* tile_expert = writes[8].as<int32_t>() + l * max_gu;
   const LayerMlp m = layer_mlp(cfg, reads[1].as<const int64_t>(), l, hidden);
   const int64_t rows = tokens * slots;  // a slot past top_k (past 1 in a dense layer) routes to -1
-  const int64_t gu_rows = moe_gate_up_rows(cfg, m.sparse()), dn_rows = moe_down_rows(cfg, m.sparse());
-  const int64_t gu_tiles = (m.inter + gu_rows - 1) / gu_rows, dn_tiles = (hidden + dn_rows - 1) / dn_rows;
+  const int64_t gu_tiles = moe_gate_up_tiles(cfg, m), dn_tiles = moe_down_tiles(cfg, m, hidden);
 
   const Scratch s = b.scratch();
   int32_t* start = reinterpret_cast<int32_t*>(s.data);  // XE + 1: expert e's first sorted row
