@@ -35,12 +35,10 @@ EVT_HD inline int64_t moe_down_rows(const int32_t* cfg, bool sparse) {
   return cfg[sparse ? kCfgMoeRowsDn : kCfgRowsH];
 }
 
-// The expert whose tile range [ptr[e], ptr[e + 1]) holds tile i, or -1 past the last. ptr is the
-// plan's table in global memory, where each load is a round trip to L2 (about 1 us while weights
-// stream), so the search is 16-ary: a round loads 15 probes (clamped to the range, so that no
-// load waits behind a branch) and counts those at or before i. With a count the loads go out
-// together; with a chain of selects ptxas issued them two at a time. 128 or 256 experts take two
-// rounds where halving took eight dependent loads.
+// The expert whose tile range [ptr[e], ptr[e + 1]) holds tile i, or -1 past the last: moe_plan
+// filling tile_expert from its prefix sums in shared memory. The search is 16-ary: a round reads
+// 15 probes (clamped to the range, so that no read waits behind a branch) and counts those at or
+// before i, so 128 or 256 experts take two rounds.
 EVT_HD inline int64_t moe_tile_expert(const int32_t* ptr, int64_t experts, int64_t i) {
   const int32_t total = ptr[experts];
   int32_t lo = 0, hi = static_cast<int32_t>(experts) - 1;  // the last e with ptr[e] <= i

@@ -10,7 +10,7 @@
 namespace evt::kernels::llm {
 
 // The expert whose tile range [ptr[e], ptr[e + 1]) holds tile i, or -1: a plain scan, not the
-// bodies' search (moe_tile_expert).
+// plan's search (moe_tile_expert).
 inline int64_t ref_tile_expert(const int32_t* ptr, int64_t experts, int64_t i) {
   for (int64_t e = 0; e < experts; ++e) {
     if (ptr[e] <= i && i < ptr[e + 1]) return e;
