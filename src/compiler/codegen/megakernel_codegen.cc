@@ -1222,17 +1222,24 @@ void Emitter::emit_group_code(size_t gi) {
     open(fmt::format("if constexpr (!mk::runs_dynamic(kS, {})) {{", dynamic_flag(gi)));
     // The elements to look through: only the task's layer's when the trigger keeps the layer.
     const bool per_layer = ir::layer_offset(g_, group, in).has_value();
-    // Element x's range, as `begin` and `end` (each use declares x's coordinates in its own block).
-    const auto range_of = [&](const std::string& x, const std::string& use) {
+    // An element's range, as `begin` and `end`, then `use`, in a block of its own. bind_coords
+    // declares the element's coordinates (if it must) and names them in the scope.
+    const auto emit_range = [&](const auto& bind_coords, const std::string& use) {
       open("{");
       Scope es = dims_scope();
-      const std::vector<std::string> coords = emit_element_coords(ev, x);
-      for (size_t k = 0; k < coords.size(); ++k) es.vars[in.map.vars[k]] = coords[k];
+      bind_coords(es);
       line(fmt::format("const int64_t begin = {}, end = {};", expr(in.map.range_begin, es),
                        expr(in.map.range_end, es)));
       line("(void)end;");
       line(use);
       close();
+    };
+    // Element x's range, its coordinates unraveled from x.
+    const auto range_of = [&](const std::string& x, const std::string& use) {
+      emit_range([&](Scope& es) {
+        const std::vector<std::string> coords = emit_element_coords(ev, x);
+        for (size_t k = 0; k < coords.size(); ++k) es.vars[in.map.vars[k]] = coords[k];
+      }, use);
     };
     if (ir::single_element_trigger(g_, group, in)) {
       // One element can cover the task: wait for it first and read its range after, so the index
@@ -1265,28 +1272,24 @@ void Emitter::emit_group_code(size_t gi) {
       // each a round trip to the L2 while the weights stream. Wider rounds gain nothing: ptxas
       // issues their loads a few at a time in the leader's register budget.
       const auto range_at = [&](const std::string& j, const std::string& use) {
-        open("{");
-        Scope es = dims_scope();
-        if (per_layer) es.vars[in.map.vars[0]] = "t[0]";
-        es.vars[last] = j;
-        line(fmt::format("const int64_t begin = {}, end = {};", expr(in.map.range_begin, es),
-                         expr(in.map.range_end, es)));
-        line("(void)end;");
-        line(use);
-        close();
+        emit_range([&](Scope& es) {
+          if (per_layer) es.vars[in.map.vars[0]] = "t[0]";
+          es.vars[last] = j;
+        }, use);
       };
+      constexpr int kProbes = 3;  // a round's
       line("int64_t lo = 0, hi = count - 1;  // the last j whose range begins at or before the task");
       open("while (lo < hi) {");
-      line("const int64_t step = (hi - lo) / 4 + 1;");
-      line("int64_t begins[3];");
+      line(fmt::format("const int64_t step = (hi - lo) / {} + 1;", kProbes + 1));
+      line(fmt::format("int64_t begins[{}];", kProbes));
       line("EVT_UNROLL");
-      open("for (int k = 0; k < 3; ++k) {");
+      open(fmt::format("for (int k = 0; k < {}; ++k) {{", kProbes));
       line("const int64_t j = kernels::min_of(lo + (k + 1) * step, hi);");
       range_at("j", "begins[k] = begin;");
       close();
       line("int64_t below = 0;  // a prefix of the probes, since the ranges rise");
       line("EVT_UNROLL");
-      line("for (int k = 0; k < 3; ++k) below += begins[k] <= linear;");
+      line(fmt::format("for (int k = 0; k < {}; ++k) below += begins[k] <= linear;", kProbes));
       line("const int64_t next = below == 0 ? lo : kernels::min_of(lo + below * step, hi);");
       line("hi = kernels::min_of(next + step - 1, hi);");
       line("lo = next;");

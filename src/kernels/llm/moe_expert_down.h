@@ -18,8 +18,8 @@ EVT_HD inline GemvTask moe_expert_down_task(const int64_t* tile, const DevBuffer
   const LayerMlp m = layer_mlp(cfg, reads[1].as<const int64_t>(), l, hidden);
   const int64_t max_gu = reads[6].dim(1), dn_tiles = moe_down_tiles(cfg, m, hidden);
   const int32_t* indptr = reads[3].as<const int32_t>();
-  const int64_t e = moe_routed_tile_expert(reads[6].as<const int32_t>() + l * max_gu, max_gu, moe_gate_up_tiles(cfg, m),
-                                           dn_tiles, tile[1]);
+  const int64_t e = moe_down_tile_expert(reads[6].as<const int32_t>() + l * max_gu, max_gu, moe_gate_up_tiles(cfg, m),
+                                         dn_tiles, tile[1]);
   const int64_t p0 = e < 0 ? 0 : indptr[e];
   const Range rows = e < 0 ? Range{0, 0} : tile_range(tile[1] % dn_tiles, moe_down_rows(cfg, m.sparse()), hidden);
   const float* w = reads[4].as<const float>() + p0;

@@ -22,7 +22,7 @@ EVT_HD inline GemvTask moe_expert_gate_up_task(const int64_t* tile, const DevBuf
   const LayerMlp m = layer_mlp(cfg, reads[1].as<const int64_t>(), l, hidden);
   const int64_t max_gu = reads[6].dim(1), gu_tiles = moe_gate_up_tiles(cfg, m);
   const int32_t* indptr = reads[3].as<const int32_t>();
-  const int64_t e = moe_routed_tile_expert(reads[6].as<const int32_t>() + l * max_gu, max_gu, gu_tiles, gu_tiles, tile[1]);
+  const int64_t e = reads[6].as<const int32_t>()[l * max_gu + tile[1]];
   const int64_t p0 = e < 0 ? 0 : indptr[e];
   const Range rows = e < 0 ? Range{0, 0} : tile_range(tile[1] % gu_tiles, moe_gate_up_rows(cfg, m.sparse()), m.inter);
   float* out = writes[0].as<float>() + p0 * width;

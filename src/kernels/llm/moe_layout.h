@@ -107,13 +107,12 @@ EVT_HD inline int64_t moe_down_tiles(const int32_t* cfg, const LayerMlp& m, int6
   return (hidden + rows - 1) / rows;
 }
 
-// The expert of tile i of a layer whose routed experts have `per_expert` tiles each, in the order
-// of the plan's tables: the entry of its routed expert's first gate/up tile in that layer's row of
-// tile_expert (max_gu entries, gu_tiles an expert), or -1 past the last routed expert. One load
-// where a search of the plan's ranges took several dependent rounds of them.
-EVT_HD inline int64_t moe_routed_tile_expert(const int32_t* tile_expert, int64_t max_gu, int64_t gu_tiles,
-                                             int64_t per_expert, int64_t i) {
-  const int64_t first = i / per_expert * gu_tiles;
+// The expert of down tile i (of dn_tiles an expert), or -1 past the last routed expert: the
+// entry of its routed expert's first gate/up tile (of gu_tiles) in the layer's row of the plan's
+// tile_expert (max_gu entries). One load where a search of dn_ptr took several dependent rounds.
+EVT_HD inline int64_t moe_down_tile_expert(const int32_t* tile_expert, int64_t max_gu, int64_t gu_tiles,
+                                           int64_t dn_tiles, int64_t i) {
+  const int64_t first = i / dn_tiles * gu_tiles;
   return first < max_gu ? tile_expert[first] : -1;
 }
 

@@ -59,9 +59,8 @@ void moe_plan_reference(const TileArgs& a) {
     sorted_w[p] = w.as<const float>()[r.token * slots + r.slot];
     pos[r.token * slots + r.slot] = static_cast<int32_t>(p);
   }
-  const int64_t gu_rows = moe_gate_up_rows(cfg.as<const int32_t>(), m.sparse());
-  const int64_t dn_rows = moe_down_rows(cfg.as<const int32_t>(), m.sparse());
-  const int64_t gu_tiles = (m.inter + gu_rows - 1) / gu_rows, dn_tiles = (hidden + dn_rows - 1) / dn_rows;
+  const int64_t gu_tiles = moe_gate_up_tiles(cfg.as<const int32_t>(), m);
+  const int64_t dn_tiles = moe_down_tiles(cfg.as<const int32_t>(), m, hidden);
   int32_t *gu = a.writes[6].as<int32_t>() + l * (experts + 1), *dn = a.writes[7].as<int32_t>() + l * (experts + 1);
   indptr[0] = gu[0] = dn[0] = 0;
   for (int64_t e = 0; e < experts; ++e) {
