@@ -172,6 +172,13 @@ HostTensor f32_tensor(std::string name, std::vector<int64_t> shape, Rng& rng, do
   return t;
 }
 
+// An activation its producer stored in bf16 (attn, act), values in [-1, 1].
+HostTensor bf16_tensor(std::string name, std::vector<int64_t> shape, Rng& rng) {
+  HostTensor t(std::move(name), DType::kBf16, std::move(shape));
+  rng.fill(t, -1, 1);
+  return t;
+}
+
 // cfg as decode_plan.cc fills it; the tile size goes to the word the row reads.
 HostTensor make_cfg(const CaseSpec& s) {
   std::vector<int32_t> cfg(kl::kCfgWords, 0);
@@ -419,7 +426,7 @@ void build_attention_merge(Case& c, Rng& rng) {
   }
   c.reads.push_back(std::move(o));
   c.reads.push_back(std::move(ml));
-  c.writes.push_back(output("attn", DType::kF32, {s.tokens, s.heads * s.head_dim}));
+  c.writes.push_back(output("attn", DType::kBf16, {s.tokens, s.heads * s.head_dim}));
   c.probe = {1, probe_split * s.tokens * s.heads * s.head_dim};  // the split weighing most
 }
 
@@ -431,7 +438,7 @@ void build_o_proj(Case& c, Rng& rng) {
   c.reads.push_back(make_cfg(s));
   Weights w(c, rng);
   w.add(kl::kWo, tiled(s.hidden, width));
-  c.reads.push_back(f32_tensor("attn", {s.tokens, width}, rng));
+  c.reads.push_back(bf16_tensor("attn", {s.tokens, width}, rng));
   c.reads.push_back(f32_tensor("x", {2, s.tokens, s.hidden}, rng));
   c.writes.push_back(output("x_mid", DType::kF32, {s.tokens, s.hidden}));
   c.probe = {2, 0};
@@ -446,7 +453,7 @@ void build_gate_up_silu(Case& c, Rng& rng) {
   w.add(kl::kWgateUp, tiled(2 * s.inter, s.hidden));
   w.add(kl::kWpostNorm, {s.hidden}, true);
   c.reads.push_back(f32_tensor("x_mid", {s.tokens, s.hidden}, rng, -s.x_scale, s.x_scale));
-  c.writes.push_back(output("act", DType::kF32, {s.tokens, s.inter}));
+  c.writes.push_back(output("act", DType::kBf16, {s.tokens, s.inter}));
   c.probe = {2, 0};
 }
 
@@ -457,7 +464,7 @@ void build_down_proj(Case& c, Rng& rng) {
   c.reads.push_back(make_cfg(s));
   Weights w(c, rng);
   w.add(kl::kWdown, tiled(s.hidden, s.inter));
-  c.reads.push_back(f32_tensor("act", {s.tokens, s.inter}, rng));
+  c.reads.push_back(bf16_tensor("act", {s.tokens, s.inter}, rng));
   c.reads.push_back(f32_tensor("x_mid", {s.tokens, s.hidden}, rng));
   c.writes.push_back(residual_output(s, (s.layer + 1) % 2));
   c.probe = {2, 0};

@@ -36,8 +36,8 @@ struct GuardedImage {
 std::vector<GuardedImage> poisoned_outputs(const Case& c);
 
 // The tolerance table, per output dtype. An f32 element passes when
-// |got - want| <= abs + rel * |want|; a bf16 element when the two are at most `ulps` apart;
-// i32 must be equal.
+// |got - want| <= abs + rel * |want|; a bf16 element when that holds or the two are at most
+// `ulps` apart; i32 must be equal.
 struct Tolerance {
   double abs = 0, rel = 0;
   int64_t ulps = 0;

@@ -29,7 +29,7 @@ void attention_merge_reference(const TileArgs& a) {
         num += w * o.as<const float>()[((s * tokens + t) * heads + hq) * d + i];
         den += w;
       }
-      a.writes[0].as<float>()[(t * heads + hq) * d + i] = den > 0 ? static_cast<float>(num / den) : 0.0f;
+      a.writes[0].as<uint16_t>()[(t * heads + hq) * d + i] = f32_to_bf16(den > 0 ? static_cast<float>(num / den) : 0.0f);
     }
   }
 }

@@ -5,7 +5,8 @@
 // inline, on the SM whose attention split completes that KV head, so a token's HKV merges run on
 // as many SMs at once. (One task per token, reading every head's splits from one SM, took 17 us
 // of work a layer for Qwen3-8B at B = 1 on an H200; a KV head's takes 7.6, on 8 SMs at once.)
-//   reads (cfg, o_part: KVS x T x HQ x D f32, ml: KVS x T x HQ x 2 f32), writes (attn: T x HQ D f32)
+// attn is stored in bf16, as o_proj stages it: the tiles that read it read half the bytes.
+//   reads (cfg, o_part: KVS x T x HQ x D f32, ml: KVS x T x HQ x 2 f32), writes (attn: T x HQ D bf16)
 
 #include "kernels/llm/decode_attention.h"
 #include "kernels/llm/decode_config.h"
@@ -66,7 +67,7 @@ EVT_HD void attention_merge_body(const Block& b, const int64_t* tile, const DevB
         num += w != 0 ? w * v[u] : 0.0f;  // an empty split's v may be NaN
       }
     }
-    writes[0].as<float>()[at] = den[g] > 0 ? num / den[g] : 0.0f;
+    writes[0].as<uint16_t>()[at] = f32_to_bf16(den[g] > 0 ? num / den[g] : 0.0f);
   }
   b.sync();  // the next task of this block reuses the scratch
 }

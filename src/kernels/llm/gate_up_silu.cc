@@ -22,7 +22,7 @@ void gate_up_silu_reference(const TileArgs& a) {
     for (int64_t r = a.tile[1] * per_tile; r < (a.tile[1] + 1) * per_tile && r < inter; ++r) {
       const double g = ref_dot(w, gate_up_fused_row(r, false), 0, hidden, xn.data());
       const double u = ref_dot(w, gate_up_fused_row(r, true), 0, hidden, xn.data());
-      out.as<float>()[t * inter + r] = static_cast<float>(g / (1 + std::exp(-g)) * u);
+      out.as<uint16_t>()[t * inter + r] = f32_to_bf16(static_cast<float>(g / (1 + std::exp(-g)) * u));
     }
   }
 }

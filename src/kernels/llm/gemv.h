@@ -55,7 +55,12 @@ EVT_HD int gemv_warps(const Block& b) {
 }
 
 struct GemvInput {
-  const float* x = nullptr;  // token t's row starts at x + t * ld, or at x + rows[t] * ld
+  // Token t's row starts at x + t * ld, or at x + rows[t] * ld: floats, or with bf16 set the input
+  // already rounded to bf16 by its producer, as staging would round it, at half the bytes each
+  // tile reads from L2 (no norm then: it needs the input before rounding). One pointer either
+  // way: the task stays in registers through the pass.
+  const void* x = nullptr;
+  bool bf16 = false;
   int64_t ld = 0;
   int64_t tokens = 0;
   const int32_t* rows = nullptr;
@@ -65,14 +70,17 @@ struct GemvInput {
   int64_t norm_len = 0;
   float eps = 0;
 
-  EVT_HD const float* row(int64_t t) const { return x + (rows != nullptr ? rows[t] : t) * ld; }
+  EVT_HD int64_t row_start(int64_t t) const { return (rows != nullptr ? rows[t] : t) * ld; }
+  EVT_HD const float* row(int64_t t) const { return static_cast<const float*>(x) + row_start(t); }
 };
 
 // Where a tile's outputs go: out[t * ld + n] = residual[t * ld + n] + scale[t] * f(v), f(v) = v[0]
 // for one matrix and silu(v[0]) * v[1] for two (gate and up); residual and scale are optional.
-// One form for every projection's epilogue, so that a task is plain data (GemvTask).
+// One form for every projection's epilogue, so that a task is plain data (GemvTask). With bf16
+// set, out holds bf16 and each value is rounded: for a projection whose consumer stages it unnormed.
 struct GemvOutput {
-  float* out = nullptr;
+  void* out = nullptr;
+  bool bf16 = false;
   int64_t ld = 0;
   const float* residual = nullptr;
   const float* token_scale = nullptr;
@@ -213,13 +221,30 @@ EVT_HD void norm_scales(const Block& b, const GemvInput& in, const GemvPlan& p, 
 }
 
 // Stages tokens [c0, c0 + count) of the input, the segment of columns [k, k + p.seg_kblocks * 32)
-// (k a multiple of 32, past k1 zeroed), as bf16(x * norm scale * norm_w) or bf16(x) without a
-// norm. Ends with a block barrier.
+// (k a multiple of 32, past k1 zeroed), as bf16(x * norm scale * norm_w), bf16(x) without a
+// norm, or a bf16 input as it is. Ends with a block barrier.
+//
+// A bf16 input is copied, by copies that pass no registers (copy16_to_shared), every one of a
+// thread's issued before it waits. A float input goes through registers to be rounded, and its
+// loads went out about one round trip per octet (ptxas does not overlap a loop's iterations): at
+// B = 16, 11 octets a thread took 5 us to stage 0.6B's o_proj input (128 KiB); more octets' loads
+// a round made ptxas spill, and halving the bytes alone changed nothing.
 template <class Block>
 EVT_HD void stage_segment(const Block& b, const GemvInput& in, const GemvPlan& p, int64_t c0, int64_t count, int64_t k,
                           int64_t k1) {
   // 32-bit indices: a 64-bit division is a subroutine call on the GPU.
   const auto octets = static_cast<int32_t>(p.seg_kblocks * kTileCols / 8);
+  if (in.bf16) {
+    const auto* x = static_cast<const uint16_t*>(in.x);
+    for (int32_t i = b.thread(); i < count * octets; i += b.threads()) {
+      const int32_t t = i / octets;
+      const int64_t col = k + 8 * (i % octets);
+      copy16_to_shared(p.stage + t * p.stride + (col - k), x + in.row_start(c0 + t) + min_of(col, k1 - 8), col < k1);
+    }
+    copy16_wait_all();
+    b.sync();
+    return;
+  }
   for (int32_t i = b.thread(); i < count * octets; i += b.threads()) {
     const int32_t t = i / octets;
     const int64_t col = k + 8 * (i % octets);
@@ -418,7 +443,11 @@ EVT_HD inline void gemv_store(const GemvTask& j, int64_t t, int64_t n, const flo
   float value = j.matrices == 2 ? silu(v[0]) * v[1] : v[0];
   if (j.out.token_scale != nullptr) value = j.out.token_scale[t] * value;
   if (j.out.residual != nullptr) value = j.out.residual[t * j.out.ld + n] + value;
-  j.out.out[t * j.out.ld + n] = value;
+  if (j.out.bf16) {
+    static_cast<uint16_t*>(j.out.out)[t * j.out.ld + n] = f32_to_bf16(value);
+  } else {
+    static_cast<float*>(j.out.out)[t * j.out.ld + n] = value;
+  }
 }
 
 // The tile: every pass stages its tokens, streams the weights once, and writes each (token,
@@ -432,6 +461,9 @@ EVT_HD void gemv_run(const Block& b, const GemvTask& j) {
   const GemvPlan p = gemv_plan(b, j);
 #if !defined(__CUDA_ARCH__)
   if (j.matrices != 1 && j.matrices != 2) throw std::logic_error("gemv: a task multiplies one matrix or two");
+  if (j.in.bf16 && j.in.norm_w != nullptr) {
+    throw std::logic_error("gemv: a bf16 input cannot be normed (the norm needs it before rounding)");
+  }
   if (j.g0 + j.groups > j.shape.panel_first(j.g0) + j.shape.panel_width(j.g0)) {
     throw std::logic_error("gemv: the tile's row groups straddle two panels of the weight layout");
   }
@@ -488,12 +520,12 @@ EVT_HD inline GemvTask gemv_task(int matrices, const GemvInput& in, const uint16
 
 // out = residual + x W^T over the 16-row groups [g0, g0 + groups) of W (rows x k, tiled in panels
 // of panel_rows rows): the projections that end the attention and MLP blocks. x is tokens x k
-// (row stride k), residual and out are tokens x rows.
-EVT_HD inline GemvTask residual_task(const float* x, int64_t tokens, int64_t k, const uint16_t* w, int64_t rows,
+// bf16 (row stride k), rounded by its producer; residual and out are tokens x rows.
+EVT_HD inline GemvTask residual_task(const uint16_t* x, int64_t tokens, int64_t k, const uint16_t* w, int64_t rows,
                                      int64_t panel_rows, int64_t g0, int64_t groups, const float* residual,
                                      float* out) {
-  return gemv_task(1, GemvInput{.x = x, .ld = k, .tokens = tokens}, w, tiled_shape(rows, k, panel_rows), g0, groups, 0,
-                   k, rows, GemvOutput{.out = out, .ld = rows, .residual = residual});
+  return gemv_task(1, GemvInput{.x = x, .bf16 = true, .ld = k, .tokens = tokens}, w, tiled_shape(rows, k, panel_rows),
+                   g0, groups, 0, k, rows, GemvOutput{.out = out, .ld = rows, .residual = residual});
 }
 
 }  // namespace evt::kernels::llm

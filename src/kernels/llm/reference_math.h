@@ -35,6 +35,8 @@ inline std::vector<double> ref_rmsnorm(const float* x, int64_t n, const uint16_t
 // A projection's input value: rounded to bf16, as Hugging Face's bf16 linears take it (and as
 // the bodies stage it for the tensor cores).
 inline double ref_projection_input(double x) { return bf16_to_f32(f32_to_bf16(static_cast<float>(x))); }
+// ... or as its producer stored it, already in bf16.
+inline double ref_projection_input(uint16_t x) { return bf16_to_f32(x); }
 
 // A tiled rows x cols projection matrix in row panels of panel_rows rows (0: one panel;
 // weight_tiles.h).
@@ -56,8 +58,8 @@ double ref_dot(const TiledMatrix& w, int64_t row, int64_t k0, int64_t k1, const 
 
 // out[t][r] = residual[t][r] + W[r] . x[t] over rows [tile * per_tile, ...) of `rows`, for every
 // token: the projections that end a block with the residual add. W is tiled in panels of the
-// tile size; x is tokens x k; residual and out are tokens x rows.
-inline void ref_residual_projection(const uint16_t* tiled_w, const float* x, int64_t tokens, int64_t k, int64_t rows,
+// tile size; x is tokens x k, in bf16 as its producer stored it; residual and out are tokens x rows.
+inline void ref_residual_projection(const uint16_t* tiled_w, const uint16_t* x, int64_t tokens, int64_t k, int64_t rows,
                                     int64_t tile, int64_t per_tile, const float* residual, float* out) {
   const TiledMatrix w = ref_tiled(tiled_w, rows, k, per_tile);
   for (int64_t t = 0; t < tokens; ++t) {

@@ -142,6 +142,29 @@ EVT_HD inline void shared_add(int32_t* p, int32_t v) {
 #endif
 }
 
+// 16 bytes from global memory into shared memory (`copy`), or 16 zero bytes; both 16-byte aligned.
+// On the GPU by cp.async, which passes no registers, so a thread issues all of its copies before
+// any lands (a load into registers waits for its value before the store can go); they have landed,
+// for the issuing thread, once copy16_wait_all() returns.
+EVT_HD inline void copy16_to_shared(void* dst, const void* src, bool copy) {
+#if defined(__CUDA_ARCH__)
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(static_cast<uint32_t>(__cvta_generic_to_shared(dst))),
+               "l"(src), "r"(copy ? 16 : 0)
+               : "memory");
+#else
+  if (copy) {
+    std::memcpy(dst, src, 16);
+  } else {
+    std::memset(dst, 0, 16);
+  }
+#endif
+}
+EVT_HD inline void copy16_wait_all() {
+#if defined(__CUDA_ARCH__)
+  asm volatile("cp.async.wait_all;" ::: "memory");
+#endif
+}
+
 // Eight consecutive bf16 values as floats: one 16-byte load on the GPU (`p` 16-byte aligned).
 EVT_HD inline void load8_bf16(const uint16_t* p, float* out) {
 #if defined(__CUDA_ARCH__)
