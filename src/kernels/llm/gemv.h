@@ -228,7 +228,9 @@ EVT_HD void norm_scales(const Block& b, const GemvInput& in, const GemvPlan& p, 
 // thread's issued before it waits. A float input goes through registers to be rounded, and its
 // loads went out about one round trip per octet (ptxas does not overlap a loop's iterations): at
 // B = 16, 11 octets a thread took 5 us to stage 0.6B's o_proj input (128 KiB); more octets' loads
-// a round made ptxas spill, and halving the bytes alone changed nothing.
+// a round made ptxas spill, and halving the bytes alone changed nothing. The copies run in a loop
+// of their own: one loop for both inputs, choosing per octet, measured 1-2% slower on every dense
+// row (bench/results/stage_one_loop_ab_h200_rejected.json).
 template <class Block>
 EVT_HD void stage_segment(const Block& b, const GemvInput& in, const GemvPlan& p, int64_t c0, int64_t count, int64_t k,
                           int64_t k1) {
