@@ -454,7 +454,9 @@ EVT_HD inline void gemv_store(const GemvTask& j, int64_t t, int64_t n, const flo
 
 // The tile: every pass stages its tokens, streams the weights once, and writes each (token,
 // output) (an empty column range gives zeros); an empty task does nothing. The weights must be the
-// stream gemv_stream(b, j) describes; the scratch at least gemv_min_scratch(groups, warps).
+// stream gemv_stream(b, j) describes; the scratch at least gemv_min_scratch(groups, warps). It
+// ends without a block barrier after its last pass: a caller that reads the outputs or reuses the
+// scratch syncs first (the megakernel does after every body), so that a task pays one, not two.
 template <class Block>
 EVT_HD void gemv_run(const Block& b, const GemvTask& j) {
   static_assert(kTileRows == 16, "a group holds 16 outputs of one matrix or 8 of two");
@@ -510,7 +512,7 @@ EVT_HD void gemv_run(const Block& b, const GemvTask& j) {
       }
       gemv_store(j, c0 + t, n, v);
     }
-    b.sync();  // the next pass reuses the slots and the stage
+    if (pass + 1 < p.passes) b.sync();  // the next pass reuses the slots and the stage
   }
 }
 

@@ -29,7 +29,7 @@ EVT_HD inline GemvTask lm_head_task(const int64_t* tile, const DevBuffer* reads,
 template <class Block>
 EVT_HD void lm_head_body(const Block& b, const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
   gemv_run(b, lm_head_task(tile, reads, writes));
-  // gemv_run ended with a barrier: the block's logits are in memory. Each sequence's best of them.
+  b.sync();  // the block's logits are in memory. Each sequence's best of them.
   const int64_t seqs = writes[0].dim(0), vocab = writes[0].dim(1), tiles = writes[1].dim(1);
   const Range rows = tile_range(tile[0], reads[0].as<const int32_t>()[kCfgRowsV], vocab);
   for (int64_t s = 0; s < seqs; ++s) {
