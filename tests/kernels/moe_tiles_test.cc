@@ -180,15 +180,17 @@ TEST_P(SparseLayer, RoutesAndCombinesAsQwen3Moe) {
   const std::vector<std::vector<int32_t>> expected_ids = {{1, 3, -1}, {2, 5, -1}};
   for (int64_t t = 0; t < tokens; ++t) {
     SCOPED_TRACE("token " + std::to_string(t));
-    // The reference rounds the normalized input to bf16 as every projection does: here sign(c_t).
-    double xn_sum_sq = 0;
-    for (int64_t k = 0; k < hidden; ++k) xn_sum_sq += std::pow(x_mid.values[t * hidden + k], 2);
+    // Every projection takes x * w rounded to bf16 (w = 1 here) and scales its dots by the row's
+    // RMSNorm scale (gemv.h, stage_pass): about sign(c_t) H times a constant row's value.
+    double xn_sum_sq = 0, x_total = 0;
+    for (int64_t k = 0; k < hidden; ++k) {
+      xn_sum_sq += std::pow(x_mid.values[t * hidden + k], 2);
+      x_total += bf16_to_f32(f32_to_bf16(x_mid.values[t * hidden + k]));
+    }
     const double scale = 1 / std::sqrt(xn_sum_sq / hidden + 1e-6);
-    std::vector<double> xn(hidden);
-    for (int64_t k = 0; k < hidden; ++k) xn[k] = bf16_to_f32(f32_to_bf16(static_cast<float>(x_mid.values[t * hidden + k] * scale)));
-    double xn_total = 0;
-    for (double v : xn) xn_total += v;
-    const auto dot = [&](double row_value) { return bf16_to_f32(f32_to_bf16(static_cast<float>(row_value / hidden))) * xn_total; };
+    const auto dot = [&](double row_value) {
+      return bf16_to_f32(f32_to_bf16(static_cast<float>(row_value / hidden))) * x_total * scale;
+    };
     std::vector<double> p(experts);
     double sum = 0;
     for (int64_t e = 0; e < experts; ++e) sum += p[e] = std::exp(dot(z[e]));

@@ -17,11 +17,11 @@ void gate_up_silu_reference(const TileArgs& a) {
   const int64_t per_tile = cfg_at(cfg, kCfgRowsI);
   const TiledMatrix w = ref_tiled(wtab, l, kWgateUp, 2 * inter, hidden, 2 * per_tile);
   for (int64_t t = 0; t < tokens; ++t) {
-    const std::vector<double> xn = ref_rmsnorm(x_mid.as<const float>() + t * hidden, hidden,
+    const RefNormedInput xn = ref_normed_input(x_mid.as<const float>() + t * hidden, hidden,
                                                ref_weight<uint16_t>(wtab, l, kWpostNorm), cfg_eps(cfg));
     for (int64_t r = a.tile[1] * per_tile; r < (a.tile[1] + 1) * per_tile && r < inter; ++r) {
-      const double g = ref_dot(w, gate_up_fused_row(r, false), 0, hidden, xn.data());
-      const double u = ref_dot(w, gate_up_fused_row(r, true), 0, hidden, xn.data());
+      const double g = xn.dot(w, gate_up_fused_row(r, false), 0, hidden);
+      const double u = xn.dot(w, gate_up_fused_row(r, true), 0, hidden);
       out.as<uint16_t>()[t * inter + r] = f32_to_bf16(static_cast<float>(g / (1 + std::exp(-g)) * u));
     }
   }

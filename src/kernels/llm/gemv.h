@@ -189,40 +189,9 @@ EVT_HD WeightStream gemv_stream(const Block& b, const GemvTask& j) {
   return s;
 }
 
-// The RMSNorm scale of tokens [c0, c0 + count) of the input into p.scale, when it has a norm;
-// ends with a block barrier. Computed in double, as the references compute it: rounding to bf16
-// turns a last-bit difference in the scale into a whole bf16 step of an input now and then (a
-// 1e-3 change of an output), which the float sums' summation order made happen on the GPU.
-template <class Block>
-EVT_HD void norm_scales(const Block& b, const GemvInput& in, const GemvPlan& p, int64_t c0, int64_t count) {
-  if (in.norm_w == nullptr) return;
-  // Sum of squares of each row, split over the warps when the tokens are fewer.
-  const auto parts = static_cast<int32_t>(max_of<int64_t>(1, warps(b) / count));
-  const int64_t per = ((in.norm_len + parts - 1) / parts + 7) / 8 * 8;
-  for (int32_t i = warp(b); i < count * parts; i += warps(b)) {
-    const float* row = in.row(c0 + i / parts);
-    const int64_t s1 = min_of<int64_t>(in.norm_len, (i % parts + 1) * per);
-    double sum = 0;
-    float v[8];
-    for (int64_t k = (i % parts) * per + 8 * lane(b); k < s1; k += 8 * lanes()) {
-      load8_f32(row + k, v);
-      for (int j = 0; j < 8; ++j) sum += static_cast<double>(v[j]) * v[j];
-    }
-    sum = warp_sum(sum);
-    if (lane(b) == 0) p.red[i] = sum;
-  }
-  b.sync();
-  for (int64_t t = b.thread(); t < count; t += b.threads()) {
-    double sum = 0;
-    for (int64_t j = 0; j < parts; ++j) sum += p.red[t * parts + j];
-    p.scale[t] = 1.0 / sqrt(sum / static_cast<double>(in.norm_len) + in.eps);
-  }
-  b.sync();
-}
-
 // Stages tokens [c0, c0 + count) of the input, the segment of columns [k, k + p.seg_kblocks * 32)
-// (k a multiple of 32, past k1 zeroed), as bf16(x * norm scale * norm_w), bf16(x) without a
-// norm, or a bf16 input as it is. Ends with a block barrier.
+// (k a multiple of 32, past k1 zeroed), as bf16(x * norm_w) (the norm's scale multiplies the
+// dots: stage_pass), bf16(x) without a norm, or a bf16 input as it is. Ends with a block barrier.
 //
 // A bf16 input is copied, by copies that pass no registers (copy16_to_shared), every one of a
 // thread's issued before it waits. A float input goes through registers to be rounded, and its
@@ -256,12 +225,65 @@ EVT_HD void stage_segment(const Block& b, const GemvInput& in, const GemvPlan& p
       if (in.norm_w != nullptr) {
         float g[8];
         load8_bf16(in.norm_w + col, g);
-        for (int j = 0; j < 8; ++j) v[j] = static_cast<float>(v[j] * p.scale[t] * g[j]);
+        for (int j = 0; j < 8; ++j) v[j] *= g[j];
       }
     }
     store_bf16x8(p.stage + t * p.stride + (col - k), v);
   }
   b.sync();
+}
+
+// Stages a pass's first segment, as stage_segment does. With a norm, each row's sum of squares is
+// taken on the way: every value of the row is loaded once, squared, and staged when it falls in
+// the segment, so a normed tile reads its input in one phase rather than two (the sums, then the
+// scaled values after a barrier). The RMSNorm scale then multiplies the dots instead of the
+// staged values: bf16(x * w) . W * scale, where Hugging Face rounds x * scale * w (one rounding of
+// the input either way). After the block barrier it ends with, threads t < count compute
+// p.scale[t], in double as the references do, which the epilogue reads after the pass's barrier.
+template <class Block>
+EVT_HD void stage_pass(const Block& b, const GemvInput& in, const GemvPlan& p, int64_t c0, int64_t count, int64_t k0,
+                       int64_t k1) {
+  if (in.norm_w == nullptr) {
+    stage_segment(b, in, p, c0, count, k0, k1);
+    return;
+  }
+  const int64_t seg_end = min_of<int64_t>(k1, k0 + p.seg_kblocks * kTileCols);
+  // Each row in parts, a warp's lanes over adjacent octets of one part: a part per warp when the
+  // tokens are no more than the warps, else two parts a row (so that 16 rows are 32 parts rather
+  // than 16 rows over 12 warps, 4 of which would take two whole rows).
+  const auto parts = static_cast<int32_t>(count <= warps(b) ? warps(b) / count : kMaxWarps / count);
+  const int64_t per = ((in.norm_len + parts - 1) / parts + 7) / 8 * 8;
+  for (int32_t i = warp(b); i < count * parts; i += warps(b)) {
+    const float* row = in.row(c0 + i / parts);
+    uint16_t* staged = p.stage + (i / parts) * p.stride - k0;  // column c at staged[c]
+    const int64_t s1 = min_of<int64_t>(in.norm_len, (i % parts + 1) * per);
+    double sum = 0;
+    for (int64_t col = (i % parts) * per + 8 * lane(b); col < s1; col += 8 * lanes()) {
+      float v[8];
+      load8_f32(row + col, v);
+      for (int j = 0; j < 8; ++j) sum += static_cast<double>(v[j]) * v[j];
+      if (col >= k0 && col < seg_end) {
+        float g[8];
+        load8_bf16(in.norm_w + col, g);
+        for (int j = 0; j < 8; ++j) v[j] *= g[j];
+        store_bf16x8(staged + col, v);
+      }
+    }
+    sum = warp_sum(sum);
+    if (lane(b) == 0) p.red[i] = sum;
+  }
+  // The segment's columns from k1 on are zeros.
+  const auto tail = static_cast<int32_t>((k0 + p.seg_kblocks * kTileCols - seg_end) / 8);  // octets
+  for (int32_t i = b.thread(); i < count * tail; i += b.threads()) {
+    const float zeros[8] = {};
+    store_bf16x8(p.stage + (i / tail) * p.stride + (seg_end - k0) + 8 * (i % tail), zeros);
+  }
+  b.sync();
+  for (int64_t t = b.thread(); t < count; t += b.threads()) {
+    double sum = 0;
+    for (int32_t j = 0; j < parts; ++j) sum += p.red[t * parts + j];
+    p.scale[t] = 1.0 / sqrt(sum / static_cast<double>(in.norm_len) + in.eps);
+  }
 }
 
 // The tiles of a pass one warp multiplies, in stream order (k-block-major over the job's
@@ -468,6 +490,9 @@ EVT_HD void gemv_run(const Block& b, const GemvTask& j) {
   if (j.in.bf16 && j.in.norm_w != nullptr) {
     throw std::logic_error("gemv: a bf16 input cannot be normed (the norm needs it before rounding)");
   }
+  if (j.in.norm_w != nullptr && j.k1 > j.in.norm_len) {
+    throw std::logic_error("gemv: a normed tile's columns lie within the normed row (stage_pass stages them)");
+  }
   if (j.g0 + j.groups > j.shape.panel_first(j.g0) + j.shape.panel_width(j.g0)) {
     throw std::logic_error("gemv: the tile's row groups straddle two panels of the weight layout");
   }
@@ -479,8 +504,7 @@ EVT_HD void gemv_run(const Block& b, const GemvTask& j) {
   auto reader = b.weights(s);
   for (int64_t pass = 0; pass < p.passes; ++pass) {
     const int64_t c0 = pass * p.pass_tokens, count = min_of<int64_t>(p.pass_tokens, j.in.tokens - c0);
-    norm_scales(b, j.in, p, c0, count);
-    stage_segment(b, j.in, p, c0, count, j.k0, j.k1);
+    stage_pass(b, j.in, p, c0, count, j.k0, j.k1);
     // A later segment waits until every warp is done with the one before it.
     const auto restage = [&](int64_t kb) {
       b.sync();
@@ -509,6 +533,9 @@ EVT_HD void gemv_run(const Block& b, const GemvTask& j) {
         const float* slot = j.groups <= p.warps ? gemv_slot(p, static_cast<int>(gi + u * j.groups), 0)
                                                 : gemv_slot(p, gi % p.warps, gi / p.warps);
         for (int r = 0; r < j.matrices; ++r) v[r] += slot[(o + r * outs) * kPassTokens + t];
+      }
+      if (j.in.norm_w != nullptr) {
+        for (int r = 0; r < j.matrices; ++r) v[r] = static_cast<float>(v[r] * p.scale[t]);
       }
       gemv_store(j, c0 + t, n, v);
     }

@@ -16,12 +16,12 @@ void lm_head_reference(const TileArgs& a) {
   const TiledMatrix lm = ref_tiled(w.as<const uint16_t>(), vocab, hidden, per_tile);
   for (int64_t s = 0; s < seqs; ++s) {
     const float* row = x.as<const float>() + ((cfg_at(cfg, kCfgLayers) % 2) * tokens + logit_rows.as<const int32_t>()[s]) * hidden;
-    const std::vector<double> xn = ref_rmsnorm(row, hidden, final_w.as<const uint16_t>(), cfg_eps(cfg));
+    const RefNormedInput xn = ref_normed_input(row, hidden, final_w.as<const uint16_t>(), cfg_eps(cfg));
     float* best_s = best.as<float>() + (s * tiles + a.tile[0]) * 2;
     best_s[0] = -INFINITY;
     best_s[1] = static_cast<float>(vocab);
     for (int64_t r = a.tile[0] * per_tile; r < (a.tile[0] + 1) * per_tile && r < vocab; ++r) {
-      const float logit = static_cast<float>(ref_dot(lm, r, 0, hidden, xn.data()));
+      const float logit = static_cast<float>(xn.dot(lm, r, 0, hidden));
       out.as<float>()[s * vocab + r] = logit;
       // The first largest, a NaN before any number (sample.h's order).
       const bool nan = logit != logit, best_nan = best_s[0] != best_s[0];

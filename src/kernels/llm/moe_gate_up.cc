@@ -20,10 +20,10 @@ namespace evt::kernels::llm {
 namespace {
 
 // The router's logits for one token, from the bf16-rounded input every projection takes.
-std::vector<double> router_logits(const LayerMlp& m, const std::vector<double>& xn, int64_t hidden) {
+std::vector<double> router_logits(const LayerMlp& m, const RefNormedInput& xn, int64_t hidden) {
   const TiledMatrix router{m.router, m.router_shape};
   std::vector<double> logits(static_cast<size_t>(m.experts));
-  for (int64_t e = 0; e < m.experts; ++e) logits[e] = ref_dot(router, e, 0, hidden, xn.data());
+  for (int64_t e = 0; e < m.experts; ++e) logits[e] = xn.dot(router, e, 0, hidden);
   return logits;
 }
 
@@ -34,7 +34,7 @@ void moe_gate_up_reference(const TileArgs& a) {
   const LayerMlp m = layer_mlp(cfg.as<const int32_t>(), wtab.as<const int64_t>(), l, hidden);
   EVT_CHECK(m.top_k <= slots && m.top_k * m.inter <= width)
       << "layer " << l << ": " << m.top_k << " experts of " << m.inter << " do not fit act rows of " << width;
-  const std::vector<double> xn = ref_rmsnorm(x_mid.as<const float>() + t * hidden, hidden,
+  const RefNormedInput xn = ref_normed_input(x_mid.as<const float>() + t * hidden, hidden,
                                              ref_weight<uint16_t>(wtab, l, kWpostNorm), cfg_eps(cfg));
   const std::vector<RefRoute> chosen =
       m.sparse() ? ref_route(router_logits(m, xn, hidden).data(), m.experts, m.top_k, cfg_at(cfg, kCfgMoeNormTopk) != 0)
@@ -48,8 +48,8 @@ void moe_gate_up_reference(const TileArgs& a) {
     const TiledMatrix w{m.expert_gate_up(chosen[s].expert), m.gate_up_shape};
     float* out = act.as<float>() + t * width + static_cast<int64_t>(s) * m.inter;
     for (int64_t r = 0; r < m.inter; ++r) {
-      const double g = ref_dot(w, gate_up_fused_row(r, false), 0, hidden, xn.data());
-      const double u = ref_dot(w, gate_up_fused_row(r, true), 0, hidden, xn.data());
+      const double g = xn.dot(w, gate_up_fused_row(r, false), 0, hidden);
+      const double u = xn.dot(w, gate_up_fused_row(r, true), 0, hidden);
       out[r] = static_cast<float>(g / (1 + std::exp(-g)) * u);
     }
   }

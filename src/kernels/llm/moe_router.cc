@@ -17,9 +17,9 @@ void moe_router_reference(const TileArgs& a) {
   const TiledMatrix w{m.router, m.router_shape};
   const Range rows = tile_range(a.tile[1], cfg_at(cfg, kCfgMoeRowsE), m.experts);
   for (int64_t t = 0; t < tokens; ++t) {
-    const std::vector<double> xn = ref_rmsnorm(x_mid.as<const float>() + t * hidden, hidden,
+    const RefNormedInput xn = ref_normed_input(x_mid.as<const float>() + t * hidden, hidden,
                                                ref_weight<uint16_t>(wtab, l, kWpostNorm), cfg_eps(cfg));
-    for (int64_t e = rows.begin; e < rows.end; ++e) out.as<float>()[t * width + e] = static_cast<float>(ref_dot(w, e, 0, hidden, xn.data()));
+    for (int64_t e = rows.begin; e < rows.end; ++e) out.as<float>()[t * width + e] = static_cast<float>(xn.dot(w, e, 0, hidden));
   }
 }
 

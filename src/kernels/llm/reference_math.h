@@ -32,6 +32,26 @@ inline std::vector<double> ref_rmsnorm(const float* x, int64_t n, const uint16_t
   return out;
 }
 
+// A projection's input under a fused RMSNorm, as the GEMV applies the norm (gemv.h, stage_pass):
+// the dots take x * w (which ref_dot rounds to bf16), and the row's scale 1 / sqrt(mean(x^2) +
+// eps) multiplies each dot. Hugging Face rounds x * scale * w instead: one rounding either way.
+struct RefNormedInput {
+  std::vector<double> xw;
+  double scale = 1;
+  // Row `row` of the tiled matrix w dotted with the normed input over columns [k0, k1).
+  double dot(const TiledMatrix& w, int64_t row, int64_t k0, int64_t k1) const;
+};
+inline RefNormedInput ref_normed_input(const float* x, int64_t n, const uint16_t* w, double eps) {
+  RefNormedInput in;
+  double sum = 0;
+  for (int64_t k = 0; k < n; ++k) {
+    sum += static_cast<double>(x[k]) * x[k];
+    in.xw.push_back(x[k] * static_cast<double>(bf16_to_f32(w[k])));
+  }
+  in.scale = 1.0 / std::sqrt(sum / static_cast<double>(n) + eps);
+  return in;
+}
+
 // A projection's input value: rounded to bf16, as Hugging Face's bf16 linears take it (and as
 // the bodies stage it for the tensor cores).
 inline double ref_projection_input(double x) { return bf16_to_f32(f32_to_bf16(static_cast<float>(x))); }
@@ -54,6 +74,10 @@ double ref_dot(const TiledMatrix& w, int64_t row, int64_t k0, int64_t k1, const 
   double sum = 0;
   for (int64_t k = k0; k < k1; ++k) sum += static_cast<double>(bf16_to_f32(w.at(row, k))) * ref_projection_input(x[k]);
   return sum;
+}
+
+inline double RefNormedInput::dot(const TiledMatrix& w, int64_t row, int64_t k0, int64_t k1) const {
+  return scale * ref_dot(w, row, k0, k1, xw.data());
 }
 
 // out[t][r] = residual[t][r] + W[r] . x[t] over rows [tile * per_tile, ...) of `rows`, for every
