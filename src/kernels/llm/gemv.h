@@ -250,7 +250,7 @@ EVT_HD void stage_pass(const Block& b, const GemvInput& in, const GemvPlan& p, i
   const int64_t seg_end = min_of<int64_t>(k1, k0 + p.seg_kblocks * kTileCols);
   // Each row in parts, a warp's lanes over adjacent octets of one part: a part per warp when the
   // tokens are no more than the warps, else two parts a row (so that 16 rows are 32 parts rather
-  // than 16 rows over 12 warps, 4 of which would take two whole rows).
+  // than 16 rows over the decode block's 11 warps, 5 of which would take two whole rows).
   const auto parts = static_cast<int32_t>(count <= warps(b) ? warps(b) / count : kMaxWarps / count);
   const int64_t per = ((in.norm_len + parts - 1) / parts + 7) / 8 * 8;
   for (int32_t i = warp(b); i < count * parts; i += warps(b)) {
