@@ -47,6 +47,17 @@ EVT_HD inline int64_t moe_plan_scratch_bytes(int64_t experts, int64_t top_k, int
   return moe_plan_table_bytes(experts) + warps * moe_route_warp_bytes(experts, top_k) + 8;
 }
 
+// The lanes of the warp whose v equals this lane's, as a mask (match.any); on the host's one-lane
+// warp, the lane itself.
+EVT_HD inline uint32_t warp_match(int32_t v) {
+#if defined(__CUDA_ARCH__)
+  return __match_any_sync(0xffffffffu, v);
+#else
+  (void)v;
+  return 1u;
+#endif
+}
+
 // A logit's place in the routing order: order_key, except that NaN has 0, below every logit's,
 // so that it is never picked.
 EVT_HD inline uint32_t route_key(float v) { return v == v ? order_key(v) : 0; }
@@ -222,27 +233,34 @@ EVT_HD void moe_plan_body(const Block& b, const int64_t* tile, const DevBuffer* 
     cursor[e] = start[e];
   }
   b.sync();
-  // 4. Place the rows, each expert's in (token, slot) order: a warp's lanes take 32 rows at a time
-  // and each matching lane counts the matches of the lanes below it. Unused slots get no row.
+  // 4. Place the rows, each expert's in (token, slot) order. Warp 0 walks them 32 at a time: the
+  // lanes holding one expert find each other (match.any), the lowest of them takes that many places
+  // from the expert's cursor, and each lane takes the place of its rank among them. (A warp per
+  // expert scanning every row took 2.9 us of the plan's 12.9 at one token of Qwen3-30B-A3B: 128
+  // experts over 11 warps.) Unused slots get no row.
   for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
     const int64_t n = stage(r0);
-    for (int64_t e = warp(b); e < experts; e += warps(b)) {
-      int32_t p = cursor[e];
-      for (int64_t i = lane(b); i - lane(b) < n; i += lanes()) {
-        const bool match = i < n && row_e[i] == e;
-        const uint32_t matches = warp_ballot(match);
-        if (match) {
-          const int32_t at = p + bit_count(matches & ((1u << lane(b)) - 1));
+    if (warp(b) == 0) {
+      for (int64_t i0 = 0; i0 < n; i0 += lanes()) {
+        const int64_t i = i0 + lane(b);
+        const int32_t e = i < n ? row_e[i] : -1;
+        const uint32_t same = warp_match(e), below = same & ((1u << lane(b)) - 1);
+        const int first = bit_count((same & (0u - same)) - 1);  // the lowest lane of the match
+        int32_t at = 0;
+        if (below == 0 && e >= 0) {
+          at = cursor[e];
+          cursor[e] = at + bit_count(same);
+        }
+        at = warp_broadcast(at, first) + bit_count(below);
+        if (e >= 0) {
           perm[at] = static_cast<int32_t>((r0 + i) / slots);
           sorted_w[at] = row_w[i];
           pos[r0 + i] = at;
+        } else if (i < n) {
+          pos[r0 + i] = -1;
         }
-        p += bit_count(matches);
+        warp_sync();  // the next 32 rows read the cursors these lanes moved
       }
-      if (lane(b) == 0) cursor[e] = p;
-    }
-    for (int64_t i = b.thread(); i < n; i += b.threads()) {
-      if (row_e[i] < 0) pos[r0 + i] = -1;
     }
     b.sync();
   }
