@@ -223,14 +223,17 @@ EVT_HD void moe_plan_body(const Block& b, const int64_t* tile, const DevBuffer* 
     if (lane(b) == 0) put(experts, sums.total);
   }
   b.sync();
-  // Gate/up tile i is the (i / gu_tiles)-th routed expert's.
-  for (int64_t i = b.thread(); i < max_gu; i += b.threads()) {
-    tile_expert[i] = static_cast<int32_t>(moe_tile_expert(before, experts, i / gu_tiles));
-  }
+  // The counts first: each is stored after a release fence, which waits for the thread's stores
+  // before it, and the tile table's need not be among them (its readers wait for the plan's
+  // notification, not for a count).
   if (b.thread() == 0) b.set_wait_count(1, l, before[experts] * dn_tiles);
   for (int64_t e = b.thread(); e < experts; e += b.threads()) {
     b.set_wait_count(0, l * experts + e, start[e + 1] > start[e] ? gu_tiles : 0);
     cursor[e] = start[e];
+  }
+  // Gate/up tile i is the (i / gu_tiles)-th routed expert's.
+  for (int64_t i = b.thread(); i < max_gu; i += b.threads()) {
+    tile_expert[i] = static_cast<int32_t>(moe_tile_expert(before, experts, i / gu_tiles));
   }
   b.sync();
   // 4. Place the rows, each expert's in (token, slot) order. Warp 0 walks them 32 at a time: the
