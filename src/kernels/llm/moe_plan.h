@@ -47,17 +47,6 @@ EVT_HD inline int64_t moe_plan_scratch_bytes(int64_t experts, int64_t top_k, int
   return moe_plan_table_bytes(experts) + warps * moe_route_warp_bytes(experts, top_k) + 8;
 }
 
-// The lanes of the warp whose v equals this lane's, as a mask (match.any); on the host's one-lane
-// warp, the lane itself.
-EVT_HD inline uint32_t warp_match(int32_t v) {
-#if defined(__CUDA_ARCH__)
-  return __match_any_sync(0xffffffffu, v);
-#else
-  (void)v;
-  return 1u;
-#endif
-}
-
 // A logit's place in the routing order: order_key, except that NaN has 0, below every logit's,
 // so that it is never picked.
 EVT_HD inline uint32_t route_key(float v) { return v == v ? order_key(v) : 0; }

@@ -22,11 +22,16 @@ const T* ref_weight(const BufferView& wtab, int64_t layer, WeightColumn column) 
   return reinterpret_cast<const T*>(static_cast<uintptr_t>(address));
 }
 
-// x * rsqrt(mean(x^2) + eps) * w, as Hugging Face's RMSNorm computes it (w null: no weight).
-inline std::vector<double> ref_rmsnorm(const float* x, int64_t n, const uint16_t* w, double eps) {
+// RMSNorm's scale of a row: 1 / sqrt(mean(x^2) + eps).
+inline double ref_rms_scale(const float* x, int64_t n, double eps) {
   double sum = 0;
   for (int64_t k = 0; k < n; ++k) sum += static_cast<double>(x[k]) * x[k];
-  const double scale = 1.0 / std::sqrt(sum / static_cast<double>(n) + eps);
+  return 1.0 / std::sqrt(sum / static_cast<double>(n) + eps);
+}
+
+// x * rsqrt(mean(x^2) + eps) * w, as Hugging Face's RMSNorm computes it (w null: no weight).
+inline std::vector<double> ref_rmsnorm(const float* x, int64_t n, const uint16_t* w, double eps) {
+  const double scale = ref_rms_scale(x, n, eps);
   std::vector<double> out(static_cast<size_t>(n));
   for (int64_t k = 0; k < n; ++k) out[k] = x[k] * scale * (w != nullptr ? bf16_to_f32(w[k]) : 1.0);
   return out;
@@ -43,12 +48,8 @@ struct RefNormedInput {
 };
 inline RefNormedInput ref_normed_input(const float* x, int64_t n, const uint16_t* w, double eps) {
   RefNormedInput in;
-  double sum = 0;
-  for (int64_t k = 0; k < n; ++k) {
-    sum += static_cast<double>(x[k]) * x[k];
-    in.xw.push_back(x[k] * static_cast<double>(bf16_to_f32(w[k])));
-  }
-  in.scale = 1.0 / std::sqrt(sum / static_cast<double>(n) + eps);
+  for (int64_t k = 0; k < n; ++k) in.xw.push_back(x[k] * static_cast<double>(bf16_to_f32(w[k])));
+  in.scale = ref_rms_scale(x, n, eps);
   return in;
 }
 

@@ -261,6 +261,17 @@ EVT_HD inline uint32_t warp_ballot(bool pred) {
   return pred ? 1u : 0u;
 #endif
 }
+// The lanes of the warp whose v equals this lane's, as a mask (match.any); on the host's one-lane
+// warp, the lane itself.
+EVT_HD inline uint32_t warp_match(int32_t v) {
+#if defined(__CUDA_ARCH__)
+  return __match_any_sync(0xffffffffu, v);
+#else
+  (void)v;
+  return 1u;
+#endif
+}
+
 EVT_HD inline int bit_count(uint32_t v) {
 #if defined(__CUDA_ARCH__)
   return __popc(v);
