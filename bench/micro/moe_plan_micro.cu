@@ -180,7 +180,7 @@ std::vector<Timing> measure(int64_t tokens, void* weights, Stream stream, int sm
       device_buffer(nullptr, 4, {kExperts + 1}),     device_buffer(nullptr, 4, {rows}),
       device_buffer(nullptr, 4, {rows}),             device_buffer(nullptr, 4, {tokens, kTopK}),
       device_buffer(nullptr, 4, {1, kExperts + 1}),  device_buffer(nullptr, 4, {1, kExperts + 1}),
-      device_buffer(nullptr, 4, {1, max_gu})};
+      device_buffer(nullptr, 4, {1, max_gu, llm::kTileEntryWords})};
   const DevBuffer* d_reads = static_cast<const DevBuffer*>(device_buffer(reads, sizeof reads, {1}).data);
   const DevBuffer* d_writes = static_cast<const DevBuffer*>(device_buffer(writes, sizeof writes, {1}).data);
   const DevBuffer counts = device_buffer(nullptr, 8, {8 * 1024}), ns = device_buffer(nullptr, 8, {1});

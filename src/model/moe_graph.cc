@@ -40,7 +40,7 @@ pos = buffer((T, XK), i32)             # (token, slot) -> sorted row
 # Per layer: a trigger's index buffers must hold still while a skipped static task may still read them.
 gu_ptr = buffer((L, XE+1), i32)        # expert e's gate/up tiles [gu_ptr[l, e], gu_ptr[l, e+1])
 dn_ptr = buffer((L, XE+1), i32)        # ... and down tiles
-tile_expert = buffer((L, MAXGU), i32)  # gate/up tile -> its expert
+tile_expert = buffer((L, MAXGU, 3), i32)  # gate/up tile -> its expert and the expert's sorted rows (first, count)
 act_s = buffer((T*XK, XI), f32)
 y_s = buffer((T*XK, H), f32)
 
@@ -61,7 +61,7 @@ moe_plan = call_device(moe_plan, tiles=(L,), reads=(cfg, wtab, x_mid, router_log
 moe_gate_up = call_device(moe_expert_gate_up, tiles=(L, MAXGU), reads=(cfg, wtab, x_mid, exp_indptr, perm, gu_ptr, tile_expert),
                           writes=(act_s,),
                           in_edges={EXP: "l->[l*MAXGU, l*MAXGU + gu_ptr[l, XE])"},
-                          out_edges={ACTX: "li->(l, tile_expert[l, i])"}, layered=true, schedule=dynamic)
+                          out_edges={ACTX: "li->(l, tile_expert[l, i, 0])"}, layered=true, schedule=dynamic)
 moe_down = call_device(moe_expert_down, tiles=(L, MAXDN), reads=(cfg, wtab, act_s, exp_indptr, sorted_w, dn_ptr, tile_expert),
                        writes=(y_s,),
                        in_edges={PLANNED: "li->l", ACTX: "le->[l*MAXDN + dn_ptr[l, e], l*MAXDN + dn_ptr[l, e+1])"},

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kernels/llm/decode_config.h"
+#include "kernels/llm/moe_layout.h"
 #include "kernels/llm/warp_ops.h"
 #include "kernels/llm/weight_tiles.h"
 #include "kernels/registry.h"
@@ -135,7 +136,7 @@ class MoeBlockCase {
     b.add("pos", {kT, kXK}, 'i');
     b.add("gu_ptr", {2, kE + 1}, 'i');
     b.add("dn_ptr", {2, kE + 1}, 'i');
-    b.add("tile_expert", {2, kMaxGu}, 'i');
+    b.add("tile_expert", {2, kMaxGu, kTileEntryWords}, 'i');
     b.add("act_s", {kR, kXI}, 'f');
     b.add("y_s", {kR, kH}, 'f');
     b.add("x", {2, kT, kH}, 'f');

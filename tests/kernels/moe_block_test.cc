@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <random>
 
 #include "kernels/llm/moe_combine_residual.h"
@@ -58,14 +59,19 @@ TEST_F(MoeBlock, BodiesMatchReferencesStageByStage) {
           EXPECT_EQ((reference_counts.set[{0, l * kE + e}]), gu[e + 1] - gu[e]) << "ACTX " << e;
         }
         EXPECT_EQ((reference_counts.set[{1, l}]), dn[kE]) << "DONE";
-        const int32_t* owner = b.all.at("tile_expert").i32.data() + l * kMaxGu;
+        const int32_t* entries = b.all.at("tile_expert").i32.data() + l * kMaxGu * kTileEntryWords;
+        const int32_t* indptr = b.all.at("exp_indptr").i32.data();
         for (int64_t i = 0; i < kMaxGu; ++i) {
+          const MoeTileEntry t = moe_tile_entry(entries, i);
           if (i >= gu[kE]) {
-            EXPECT_EQ(owner[i], -1) << i;
+            EXPECT_EQ(t.expert, -1) << i;
+            EXPECT_EQ(t.rows, 0) << i;
             continue;
           }
-          ASSERT_TRUE(owner[i] >= 0 && owner[i] < kE) << i << ": " << owner[i];
-          EXPECT_TRUE(gu[owner[i]] <= i && i < gu[owner[i] + 1]) << i << ": " << owner[i];
+          ASSERT_TRUE(t.expert >= 0 && t.expert < kE) << i << ": " << t.expert;
+          EXPECT_TRUE(gu[t.expert] <= i && i < gu[t.expert + 1]) << i << ": " << t.expert;
+          EXPECT_EQ(t.row0, indptr[t.expert]) << i;
+          EXPECT_EQ(t.rows, indptr[t.expert + 1] - indptr[t.expert]) << i;
         }
       }
       if (l == 0 && std::string(s.row) == "moe_plan") {  // a dense layer: one expert, 5 tiles of its 40 rows
@@ -126,7 +132,7 @@ TEST_F(MoeBlock, PlanInLittleScratchPlacesRowsInChunks) {
   bufs.add("pos", {kTokens, kXK}, 'i');
   bufs.add("gu_ptr", {2, kE + 1}, 'i');
   bufs.add("dn_ptr", {2, kE + 1}, 'i');
-  bufs.add("tile_expert", {2, kMaxGu}, 'i');  // 6 routed experts x 3 tiles
+  bufs.add("tile_expert", {2, kMaxGu, kTileEntryWords}, 'i');  // 6 routed experts x 3 tiles
   const std::vector<std::string> reads = {"cfg", "wtab", "x_mid", "router_logits"};
   const int64_t bytes = moe_plan_scratch_bytes(kE, kK, 1) + 9 * 8;  // the host's one warp, chunks of 10 rows
   for (int64_t l : {0, 1}) {
@@ -155,10 +161,16 @@ TEST_F(MoeBlock, UnreleasedTilesAndDenseRoutersStreamNothing) {
   b.all.at("gu_ptr").i32 = {0, 5, 5, 5, 5, 5, 5, 0, 3, 3, 6, 6, 6, 6};
   b.all.at("exp_indptr").i32 = {0, 4, 4, 7, 7, 7, 7};
   std::vector<int32_t>& tile_expert = b.all.at("tile_expert").i32;  // as the plan fills it from gu_ptr
-  std::fill(tile_expert.begin(), tile_expert.end(), -1);
-  std::fill_n(tile_expert.begin(), 5, 0);
-  std::fill_n(tile_expert.begin() + kMaxGu, 3, 0);
-  std::fill_n(tile_expert.begin() + kMaxGu + 3, 3, 2);
+  const auto entries = [&](int64_t l, int64_t first, int64_t n, std::array<int32_t, kTileEntryWords> entry) {
+    for (int64_t i = first; i < first + n; ++i) {
+      std::copy(entry.begin(), entry.end(), tile_expert.begin() + (l * kMaxGu + i) * kTileEntryWords);
+    }
+  };
+  entries(0, 0, kMaxGu, {-1, 0, 0});
+  entries(1, 0, kMaxGu, {-1, 0, 0});
+  entries(0, 0, 5, {0, 0, 4});
+  entries(1, 0, 3, {0, 0, 4});
+  entries(1, 3, 3, {2, 4, 3});
   const std::vector<DevBuffer> r = dev_buffers(b, {"cfg", "wtab", "x_mid", "exp_indptr", "perm", "gu_ptr", "tile_expert"});
   std::vector<DevBuffer> w = dev_buffers(b, {"act_s"});
   const SerialBlock block(nullptr);

@@ -107,13 +107,26 @@ EVT_HD inline int64_t moe_down_tiles(const int32_t* cfg, const LayerMlp& m, int6
   return (hidden + rows - 1) / rows;
 }
 
-// The expert of down tile i (of dn_tiles an expert), or -1 past the last routed expert: the
-// entry of its routed expert's first gate/up tile (of gu_tiles) in the layer's row of the plan's
-// tile_expert (max_gu entries). One load where a search of dn_ptr took several dependent rounds.
-EVT_HD inline int64_t moe_down_tile_expert(const int32_t* tile_expert, int64_t max_gu, int64_t gu_tiles,
-                                           int64_t dn_tiles, int64_t i) {
+// The plan's entry for a gate/up tile in tile_expert (moe_plan.h): its expert and that expert's
+// sorted rows [row0, row0 + rows), or expert -1 and no rows past the last routed expert's tiles.
+// The rows beside the expert, so that a tile's body learns both in one round trip rather than
+// reading exp_indptr[e] after e.
+inline constexpr int64_t kTileEntryWords = 3;
+struct MoeTileEntry {
+  int64_t expert = -1, row0 = 0, rows = 0;
+};
+EVT_HD inline MoeTileEntry moe_tile_entry(const int32_t* layer_entries, int64_t i) {
+  const int32_t* at = layer_entries + i * kTileEntryWords;
+  return MoeTileEntry{at[0], at[1], at[2]};
+}
+
+// Down tile i's entry (of dn_tiles an expert): that of its routed expert's first gate/up tile (of
+// gu_tiles) in the layer's row of tile_expert (max_gu entries); none past the last routed expert.
+// One load where a search of dn_ptr took several dependent rounds.
+EVT_HD inline MoeTileEntry moe_down_tile_entry(const int32_t* layer_entries, int64_t max_gu, int64_t gu_tiles,
+                                               int64_t dn_tiles, int64_t i) {
   const int64_t first = i / dn_tiles * gu_tiles;
-  return first < max_gu ? tile_expert[first] : -1;
+  return first < max_gu ? moe_tile_entry(layer_entries, first) : MoeTileEntry{};
 }
 
 }  // namespace evt::kernels::llm

@@ -11,7 +11,9 @@
 //           pos: T x XK i32           (token, slot) -> sorted row (-1 for an unused slot)
 //           gu_ptr: L x XE+1 i32      layer l's expert e owns gate/up tiles [gu_ptr[l, e], gu_ptr[l, e+1])
 //           dn_ptr: L x XE+1 i32      ... and down tiles [dn_ptr[l, e], dn_ptr[l, e+1])
-//           tile_expert: L x MAXGU i32  gate/up tile -> its expert (-1 past the last routed expert's))
+//           tile_expert: L x MAXGU x 3 i32  gate/up tile -> its expert and the expert's sorted rows
+//                                    (first, count), moe_layout.h's MoeTileEntry (-1 past the last
+//                                    routed expert's))
 //   sets (ACTX: L x XE   expert e's gate/up tiles, the wait count of its activations (0 unrouted),
 //         DONE: L        the layer's down tiles)
 //
@@ -135,7 +137,7 @@ EVT_HD void moe_plan_body(const Block& b, const int64_t* tile, const DevBuffer* 
   float *route_w = writes[1].as<float>(), *sorted_w = writes[4].as<float>();
   const int64_t width = writes[6].dim(1), experts = width - 1, max_gu = writes[8].dim(1);
   int32_t *gu = writes[6].as<int32_t>() + l * width, *dn = writes[7].as<int32_t>() + l * width;
-  int32_t* tile_expert = writes[8].as<int32_t>() + l * max_gu;
+  int32_t* tile_expert = writes[8].as<int32_t>() + l * max_gu * kTileEntryWords;
   const LayerMlp m = layer_mlp(cfg, reads[1].as<const int64_t>(), l, hidden);
   const int64_t rows = tokens * slots;  // a slot past top_k (past 1 in a dense layer) routes to -1
   const int64_t gu_tiles = moe_gate_up_tiles(cfg, m), dn_tiles = moe_down_tiles(cfg, m, hidden);
@@ -220,9 +222,13 @@ EVT_HD void moe_plan_body(const Block& b, const int64_t* tile, const DevBuffer* 
     b.set_wait_count(0, l * experts + e, start[e + 1] > start[e] ? gu_tiles : 0);
     cursor[e] = start[e];
   }
-  // Gate/up tile i is the (i / gu_tiles)-th routed expert's.
+  // Gate/up tile i is the (i / gu_tiles)-th routed expert's: its entry names the expert and its rows.
   for (int64_t i = b.thread(); i < max_gu; i += b.threads()) {
-    tile_expert[i] = static_cast<int32_t>(moe_tile_expert(before, experts, i / gu_tiles));
+    const auto e = static_cast<int32_t>(moe_tile_expert(before, experts, i / gu_tiles));
+    int32_t* entry = tile_expert + i * kTileEntryWords;
+    entry[0] = e;
+    entry[1] = e < 0 ? 0 : start[e];
+    entry[2] = e < 0 ? 0 : start[e + 1] - start[e];
   }
   b.sync();
   // 4. Place the rows, each expert's in (token, slot) order. Warp 0 walks them 32 at a time: the
