@@ -70,30 +70,32 @@ struct LayerMlp {
   EVT_HD const uint16_t* expert_down(int64_t e) const { return down + e * down_shape.bytes() / 2; }
 };
 
-// Layer `layer`'s MLP, from cfg (kCfgWords words) and the wtab rows (kWeightColumns each).
+// Layer `layer`'s MLP, from cfg (kCfgWords words) and the wtab rows (kWeightColumns each). Every
+// word either kind of layer needs is loaded before any is used, and the kind picks among them by
+// selects: with a branch on the router's address, the loads of each arm waited for that one, a
+// round trip more before every MoE tile's first load of its inputs.
 EVT_HD inline LayerMlp layer_mlp(const int32_t* cfg, const int64_t* wtab, int64_t layer, int64_t hidden) {
   const int64_t* row = wtab + layer * kWeightColumns;
   const auto at = [&](WeightColumn column) {
     return reinterpret_cast<const uint16_t*>(static_cast<uintptr_t>(row[column]));
   };
+  const uint16_t *router = at(kWrouter), *dense_gate_up = at(kWgateUp), *dense_down = at(kWdown);
+  const uint16_t *experts_gate_up = at(kWexpertsGateUp), *experts_down = at(kWexpertsDown);
+  const int64_t dense_inter = cfg[kCfgMoeDenseInter], rows_i = cfg[kCfgRowsI], rows_h = cfg[kCfgRowsH];
+  const int64_t experts = cfg[kCfgMoeExperts], top_k = cfg[kCfgMoeTopK], inter = cfg[kCfgMoeInter];
+  const int64_t rows_e = cfg[kCfgMoeRowsE];
+  const bool sparse = router != nullptr;
   LayerMlp m;
-  m.router = at(kWrouter);
-  if (!m.sparse()) {
-    m.gate_up = at(kWgateUp);
-    m.down = at(kWdown);
-    m.inter = cfg[kCfgMoeDenseInter];
-    m.gate_up_shape = tiled_shape(2 * m.inter, hidden, 2 * cfg[kCfgRowsI]);
-    m.down_shape = tiled_shape(hidden, m.inter, cfg[kCfgRowsH]);
-    return m;
-  }
-  m.gate_up = at(kWexpertsGateUp);
-  m.down = at(kWexpertsDown);
-  m.experts = cfg[kCfgMoeExperts];
-  m.top_k = cfg[kCfgMoeTopK];
-  m.inter = cfg[kCfgMoeInter];
-  m.router_shape = tiled_shape(m.experts, hidden, cfg[kCfgMoeRowsE]);
-  m.gate_up_shape = tiled_shape(2 * m.inter, hidden);
-  m.down_shape = tiled_shape(hidden, m.inter);
+  m.router = router;
+  m.gate_up = sparse ? experts_gate_up : dense_gate_up;
+  m.down = sparse ? experts_down : dense_down;
+  m.experts = sparse ? experts : 1;
+  m.top_k = sparse ? top_k : 1;
+  m.inter = sparse ? inter : dense_inter;
+  // A sparse layer's expert matrices are one panel each; a dense layer's are in its tiles' panels.
+  m.router_shape = sparse ? tiled_shape(experts, hidden, rows_e) : TiledShape{};
+  m.gate_up_shape = tiled_shape(2 * m.inter, hidden, sparse ? 0 : 2 * rows_i);
+  m.down_shape = tiled_shape(hidden, m.inter, sparse ? 0 : rows_h);
   return m;
 }
 
