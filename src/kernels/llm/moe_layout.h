@@ -121,6 +121,14 @@ EVT_HD inline MoeTileEntry moe_tile_entry(const int32_t* layer_entries, int64_t 
   const int32_t* at = layer_entries + i * kTileEntryWords;
   return MoeTileEntry{at[0], at[1], at[2]};
 }
+// Writes entry i: expert e (-1 for none) and its rows [start[e], start[e + 1]) of a table of the
+// experts' first sorted rows (exp_indptr, or the plan's copy of it in shared memory).
+EVT_HD inline void put_moe_tile_entry(int32_t* layer_entries, int64_t i, int32_t e, const int32_t* start) {
+  int32_t* at = layer_entries + i * kTileEntryWords;
+  at[0] = e;
+  at[1] = e < 0 ? 0 : start[e];
+  at[2] = e < 0 ? 0 : start[e + 1] - start[e];
+}
 
 // Down tile i's entry (of dn_tiles an expert): that of its routed expert's first gate/up tile (of
 // gu_tiles) in the layer's row of tile_expert (max_gu entries); none past the last routed expert.

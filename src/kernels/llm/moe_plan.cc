@@ -73,11 +73,7 @@ void moe_plan_reference(const TileArgs& a) {
   const int64_t max_gu = a.writes[8].dim(1);
   int32_t* tile_expert = a.writes[8].as<int32_t>() + l * max_gu * kTileEntryWords;
   for (int64_t i = 0; i < max_gu; ++i) {
-    const int64_t e = ref_tile_expert(gu, experts, i);
-    int32_t* entry = tile_expert + i * kTileEntryWords;
-    entry[0] = static_cast<int32_t>(e);
-    entry[1] = e < 0 ? 0 : indptr[e];
-    entry[2] = e < 0 ? 0 : indptr[e + 1] - indptr[e];
+    put_moe_tile_entry(tile_expert, i, static_cast<int32_t>(ref_tile_expert(gu, experts, i)), indptr);
   }
 }
 

@@ -224,11 +224,7 @@ EVT_HD void moe_plan_body(const Block& b, const int64_t* tile, const DevBuffer* 
   }
   // Gate/up tile i is the (i / gu_tiles)-th routed expert's: its entry names the expert and its rows.
   for (int64_t i = b.thread(); i < max_gu; i += b.threads()) {
-    const auto e = static_cast<int32_t>(moe_tile_expert(before, experts, i / gu_tiles));
-    int32_t* entry = tile_expert + i * kTileEntryWords;
-    entry[0] = e;
-    entry[1] = e < 0 ? 0 : start[e];
-    entry[2] = e < 0 ? 0 : start[e + 1] - start[e];
+    put_moe_tile_entry(tile_expert, i, static_cast<int32_t>(moe_tile_expert(before, experts, i / gu_tiles)), start);
   }
   b.sync();
   // 4. Place the rows, each expert's in (token, slot) order. Warp 0 walks them 32 at a time: the
