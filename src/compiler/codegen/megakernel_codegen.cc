@@ -1514,16 +1514,20 @@ void Emitter::emit_dispatch_and_loops() {
 inline constexpr int64_t kSkipped = int64_t{1} << 62;
 
 // The loader fills the ring with one task's weight stream; false when the launch aborted. Under
+// the static schedule it first hands the consumers the task it decoded (W::kLoaderDecodes). Under
 // the static and kernels schedules a range-triggered group's task waits for the leader's word.
 template <class W, mk::Schedule kS>
 EVT_HD inline bool load_task(W& w, const Params& p, const mk::LaunchArgs& a, int group, int64_t linear) {
+  int64_t t[4] = {};
+  unravel(p, group, linear, t);
+  if constexpr (kS == mk::kStatic && W::kLoaderDecodes) {
+    if (!w.post_task(group, linear, t)) return false;
+  }
   if ((kS == mk::kStatic || kS == mk::kKernels) && group_announced(group)) {
     const int64_t word = w.next_announced();
     if (word == mk::kAnnounceStop) return false;
     if (word & kSkipped) return true;
   }
-  int64_t t[4] = {};
-  unravel(p, group, linear, t);
   return w.load(stream<W, kS>(w, p, a, group_ref(group), t));
 })CODE");
   line("");
@@ -1544,10 +1548,8 @@ EVT_HD inline bool run_queued(W& w, const Params& p, const mk::LaunchArgs& a, in
                               int64_t sources);
 
 template <class W, mk::Schedule kS, bool kHelps = false, bool kInline = false>
-EVT_HD inline bool run_task(W& w, const Params& p, const mk::LaunchArgs& a, int group, int64_t linear, bool& healthy,
-                            int64_t sources = 0) {
-  int64_t t[4] = {};
-  unravel(p, group, linear, t);
+EVT_HD inline bool run_tile(W& w, const Params& p, const mk::LaunchArgs& a, int group, int64_t linear, const int64_t* t,
+                            bool& healthy, int64_t sources = 0) {
   const GroupRef r = group_ref(group);
   uint64_t start = 0, waited = 0;
   if constexpr (kHasStreams && kS == mk::kDynamic) {
@@ -1612,6 +1614,15 @@ EVT_HD inline bool run_task(W& w, const Params& p, const mk::LaunchArgs& a, int 
   return true;
 }
 
+// run_tile of a task whose tile coordinates are still to be found.
+template <class W, mk::Schedule kS, bool kHelps = false, bool kInline = false>
+EVT_HD inline bool run_task(W& w, const Params& p, const mk::LaunchArgs& a, int group, int64_t linear, bool& healthy,
+                            int64_t sources = 0) {
+  int64_t t[4] = {};
+  unravel(p, group, linear, t);
+  return run_tile<W, kS, kHelps, kInline>(w, p, a, group, linear, t, healthy, sources);
+}
+
 // Runs the inline tasks the last task released (and those they release in turn), on the whole
 // block; the leader holds the list. False when the launch aborted.
 template <class W, mk::Schedule kS>
@@ -1659,12 +1670,18 @@ EVT_HD inline void run_megakernel(W& w, const Params& p, const mk::LaunchArgs& a
   const int64_t sources = source_tasks<kS>(p);
   if constexpr (kS != mk::kDynamic) {
     const int64_t total = static_positions(p);
-    for (int64_t position = w.id(); position < total; position += w.count()) {
+    uint32_t k = 0;  // this worker's k-th position
+    for (int64_t position = w.id(); position < total; position += w.count(), ++k) {
       int group;
-      int64_t linear;
-      static_task(p, position, group, linear);
+      int64_t linear, t[4] = {};
+      if constexpr (kS == mk::kStatic && kHasStreams && W::kLoaderDecodes) {
+        if (!w.take_task(k, group, linear, t)) return;  // the loader decoded it (run_loader)
+      } else {
+        static_task(p, position, group, linear);
+        unravel(p, group, linear, t);
+      }
       if (mk::runs_dynamic(kS, group_dynamic(group))) continue;
-      if (!run_task<W, kS, kS == mk::kPerGroup>(w, p, a, group, linear, healthy, sources)) return;
+      if (!run_tile<W, kS, kS == mk::kPerGroup>(w, p, a, group, linear, t, healthy, sources)) return;
       if (!run_inline<W, kS>(w, p, a, healthy)) return;
     }
     if constexpr (kS == mk::kStatic) return;

@@ -14,6 +14,9 @@ namespace evt::mk {
 
 class CpuWorker {
  public:
+  // No loader runs ahead on the host: the worker decodes its static order's tasks itself.
+  static constexpr bool kLoaderDecodes = false;
+
   CpuWorker(int id, int count) : id_(id), count_(count) {}
 
   int id() const { return id_; }

@@ -14,12 +14,24 @@
 
 namespace evt::mk {
 
+// A task of the static order as the loader decoded it for the consumers (CudaWorker::post_task).
+struct DecodedTask {
+  int64_t linear;
+  int64_t t[4];  // its tile coordinates (unravel)
+  int32_t group;
+};
+// Tasks the loader may decode ahead of the consumers. It runs ahead by what the ring holds, and
+// a layer has a handful of tasks a block, so it seldom waits for a slot.
+inline constexpr uint32_t kTaskSlots = 8;
+
 // A worker's words in the block's static shared memory.
 struct WorkerShared {
   uint64_t share_slots[2];              // share()
   RingState ring;                       // the weight ring's control words
   int64_t inline_tasks[kInlineSlots];   // the leader's queue of inline tasks
   int32_t inline_next, inline_end;      // its entries taken and queued
+  DecodedTask tasks[kTaskSlots];        // the static order's next tasks, decoded by the loader
+  uint32_t tasks_posted, tasks_taken;   // tasks the loader decoded; tasks every consumer is done with
   uint64_t barriers[kTraceBarriers];    // when tracing: the barriers' release times (sync())
   uint32_t barrier_count;               // since take_barriers()
   // The launch's fields the worker reads (init()). Copies, not a reference to the LaunchArgs: the
@@ -43,6 +55,11 @@ __device__ inline WorkerShared& worker_shared() {
 
 class CudaWorker {
  public:
+  // Under the static schedule the loader decodes each position of the block's static order (it
+  // walks them anyway, for their streams) and hands the consumers the task: decoding between two
+  // tasks was code the consumers ran, and fetched, on every hand-off.
+  static constexpr bool kLoaderDecodes = true;
+
   // `ring_stages`: the weight ring's stages (0: no ring), set up by init() before any other use.
   __device__ CudaWorker(int consumers, int ring_stages) : consumers_(consumers), stages_(ring_stages) {}
 
@@ -54,6 +71,7 @@ class CudaWorker {
       WorkerShared& s = worker_shared();
       s.barrier_count = 0;
       s.inline_next = s.inline_end = 0;
+      s.tasks_posted = s.tasks_taken = 0;
       s.state = a.state;
       s.spin_limit_ns = a.spin_limit_ns;
       s.poll_ns = a.poll_ns;
@@ -200,6 +218,38 @@ class CudaWorker {
       while (!phase_done(&worker_shared().ring.full[s], parity)) {
       }
     }
+  }
+
+  // The static order's tasks, decoded once by the loader. The loader posts the k-th task of the
+  // block's static order (post_task); every consumer thread takes it as its k-th (take_task). Task
+  // k's slot is written again, for task k + kTaskSlots, only once the leader took task k + 1, by
+  // when every consumer thread has read it (task k's barriers lie between). False when the launch
+  // aborted.
+  __device__ bool post_task(int group, int64_t linear, const int64_t* t) {
+    auto posted = block_word(worker_shared().tasks_posted);
+    const uint32_t n = posted.load(cuda::memory_order_relaxed);
+    auto taken = block_word(worker_shared().tasks_taken);
+    if (!wait_until([&] { return n - taken.load(cuda::memory_order_acquire) < kTaskSlots; }, ErrorKind::kQueueTimeout)) {
+      return false;
+    }
+    DecodedTask& d = worker_shared().tasks[n % kTaskSlots];
+    d.group = group;
+    d.linear = linear;
+    for (int k = 0; k < 4; ++k) d.t[k] = t[k];
+    posted.store(n + 1, cuda::memory_order_release);
+    return true;
+  }
+  __device__ bool take_task(uint32_t k, int& group, int64_t& linear, int64_t* t) {
+    if (leader()) block_word(worker_shared().tasks_taken).store(k, cuda::memory_order_release);
+    if (!wait_until([&] { return block_word(worker_shared().tasks_posted).load(cuda::memory_order_acquire) > k; },
+                    ErrorKind::kQueueTimeout)) {
+      return false;
+    }
+    const DecodedTask& d = worker_shared().tasks[k % kTaskSlots];
+    group = d.group;
+    linear = d.linear;
+    for (int i = 0; i < 4; ++i) t[i] = d.t[i];
+    return true;
   }
 
   // Dynamic scheduling: the leader announces each task (task_id) before its body,

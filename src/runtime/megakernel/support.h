@@ -16,6 +16,8 @@
 //                                          (CUDA's loader follows these, the host ignores them)
 //   bool queue_inline(task); next_inline() the leader's list of inline tasks to run next (false when
 //                                          full; -1 when empty)
+//   kLoaderDecodes; post_task, take_task   whether a loader decodes the static order's tasks for
+//                                          the consumers (CUDA's does; the host's worker decodes its own)
 //
 // Counters need no reset pass: the scheduler's memory is two arenas, and a launch uses one while
 // it zeroes the other for the next launch. Nothing touches the other arena during the launch, so
