@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "cuda_check.h"
+#include "stream_common.cuh"
 #include "kernels/l2_policy.h"
 
 namespace {
@@ -34,7 +35,6 @@ constexpr int kStages = 4;
 constexpr int kChunk = 32768;
 constexpr int kLine = 128;
 constexpr int kMaxTasks = 64;
-constexpr uint32_t kSpinLimit = 1u << 28;  // polls before a wait gives up (never hang)
 
 enum Ahead { kNone = 0, kBulk = 1, kLane0 = 2, kWarp = 3, kWarpLast = 4 };
 const char* ahead_name(int m) {
@@ -50,20 +50,6 @@ struct Plan {
   int64_t region[kMaxTasks];  // byte offset of task t's region (blocks' slices side by side)
   int64_t wait_ns[kMaxTasks];
 };
-
-__device__ uint64_t now_ns() {
-  uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-
-__device__ bool wait_phase(uint64_t* bar, uint32_t parity, int* failed) {
-  for (uint32_t spins = 0; spins < kSpinLimit; ++spins) {
-    if (cuda::ptx::mbarrier_try_wait_parity(bar, parity)) return true;
-  }
-  *failed = 1;
-  return false;
-}
 
 // A walk over the block's chunks in the order the consumers read them.
 struct Walk {
@@ -222,24 +208,10 @@ template <int kMode>
 double median_span_us(const Device& d, const Plan& plan, int64_t bytes, int ahead, int reps = 9) {
   const int smem = kStages * kChunk;
   CHECK(cudaFuncSetAttribute(layers<kMode>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  std::vector<double> spans;
-  std::vector<uint64_t> stamps(2 * d.sms);
-  for (int r = 0; r < reps + 1; ++r) {  // the first is a warm-up
-    const int64_t offset = (r * bytes) % (d.buffer_bytes - bytes) / 4096 * 4096;
+  return median_launch_span_us(d.sms, d.stamps, d.buffer_bytes, bytes, reps, [&](int64_t offset) {
     CHECK(cudaMemset(d.arrived, 0, sizeof(unsigned)));
     layers<kMode><<<d.sms, kThreads, smem>>>(plan, d.buffer + offset, ahead, d.arrived, d.stamps, d.sink, d.failed);
-    CHECK(cudaGetLastError());
-    CHECK(cudaDeviceSynchronize());
-    CHECK(cudaMemcpy(stamps.data(), d.stamps, stamps.size() * 8, cudaMemcpyDeviceToHost));
-    uint64_t first = ~0ull, last = 0;
-    for (int b = 0; b < d.sms; ++b) {
-      first = std::min(first, stamps[2 * b]);
-      last = std::max(last, stamps[2 * b + 1]);
-    }
-    if (r > 0) spans.push_back((last - first) / 1e3);
-  }
-  std::nth_element(spans.begin(), spans.begin() + reps / 2, spans.end());
-  return spans[reps / 2];
+  });
 }
 
 struct Row {

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "cuda_check.h"
+#include "stream_common.cuh"
 #include "kernels/l2_policy.h"
 
 namespace {
@@ -30,7 +31,6 @@ constexpr int kConsumerWarps = 15;  // the decode block's (kernels/llm/decode_co
 constexpr int kThreads = (kConsumerWarps + 1) * 32;
 constexpr int kMaxStages = 16;
 constexpr int kTileBytes = 1024;
-constexpr uint32_t kSpinLimit = 1u << 28;  // polls before a wait gives up (never hang)
 
 // kMmaOneWarp: each chunk's 16 tiles all go to one warp (chunk c to warp c % 12), as a chunk
 // holding one weight group's slab goes to the one warp that owns the group.
@@ -38,20 +38,6 @@ enum Work { kRelease = 0, kRead = 1, kMma = 2, kMmaOneWarp = 3 };
 const char* work_name(int w) {
   const char* names[] = {"release", "read", "mma", "mma1w"};
   return names[w];
-}
-
-__device__ uint64_t now_ns() {
-  uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-
-__device__ bool wait_phase(uint64_t* bar, uint32_t parity, int* failed) {
-  for (uint32_t spins = 0; spins < kSpinLimit; ++spins) {
-    if (cuda::ptx::mbarrier_try_wait_parity(bar, parity)) return true;
-  }
-  *failed = 1;
-  return false;
 }
 
 __device__ void mma_bf16(float* d, uint4 a, uint32_t b0, uint32_t b1) {
@@ -310,24 +296,8 @@ struct Device {
 // Median span (us) over reps, each launch on the next region of the buffer.
 template <class Launch>
 double median_span_us(const Device& d, int64_t per_block, Launch&& launch, int reps = 15) {
-  std::vector<double> spans;
-  std::vector<uint64_t> stamps(2 * d.sms);
-  const int64_t total = per_block * d.sms;
-  for (int r = 0; r < reps + 1; ++r) {  // the first is a warm-up
-    const int64_t offset = (r * total) % (d.buffer_bytes - total) / 4096 * 4096;
-    launch(d.buffer + offset);
-    CHECK(cudaGetLastError());
-    CHECK(cudaDeviceSynchronize());
-    CHECK(cudaMemcpy(stamps.data(), d.stamps, stamps.size() * 8, cudaMemcpyDeviceToHost));
-    uint64_t first = ~0ull, last = 0;
-    for (int b = 0; b < d.sms; ++b) {
-      first = std::min(first, stamps[2 * b]);
-      last = std::max(last, stamps[2 * b + 1]);
-    }
-    if (r > 0) spans.push_back((last - first) / 1e3);
-  }
-  std::nth_element(spans.begin(), spans.begin() + reps / 2, spans.end());
-  return spans[reps / 2];
+  return median_launch_span_us(d.sms, d.stamps, d.buffer_bytes, per_block * d.sms, reps,
+                               [&](int64_t offset) { launch(d.buffer + offset); });
 }
 
 struct Row {
