@@ -20,7 +20,11 @@ struct LaunchShape {
 };
 
 // What a block may hold in dynamic shared memory on sm_90 (227 KiB), less room for the kernel's
-// static shared memory (2.6 KiB in the decode megakernel: the sample task's and the ring's).
+// static shared memory (the worker's words, WorkerShared, and the sample task's): with 223 KiB
+// dynamic, an H200 takes at most 4,096 bytes static and refuses the launch bound above it
+// (cudaFuncSetAttribute, in blocks_per_sm). cuobjdump's SHARED for the decode entries (4,864
+// bytes) counts more than the runtime does: entries it gave 4,480 bytes fitted, where a probe
+// kernel declaring 4,480 bytes was refused. So the headroom left is not known to the byte.
 inline constexpr int kSharedMemoryLimit = 223 * 1024;
 
 // The launch's tuning knobs (launch_knobs.cc), each read once: its default, or an environment
