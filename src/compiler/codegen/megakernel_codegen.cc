@@ -1513,14 +1513,20 @@ void Emitter::emit_dispatch_and_loops() {
 // turned out to have nothing to do.
 inline constexpr int64_t kSkipped = int64_t{1} << 62;
 
+// Whether the loader decodes the static order's tasks and the consumers take them from it
+// (W::kLoaderDecodes): the loader posts each task and the consumers take it under the same
+// condition, or one side waits for the other until the launch times out.
+template <class W, mk::Schedule kS>
+inline constexpr bool kLoaderDecodes = kS == mk::kStatic && kHasStreams && W::kLoaderDecodes;
+
 // The loader fills the ring with one task's weight stream; false when the launch aborted. Under
-// the static schedule it first hands the consumers the task it decoded (W::kLoaderDecodes). Under
+// the static schedule it first hands the consumers the task it decoded (kLoaderDecodes). Under
 // the static and kernels schedules a range-triggered group's task waits for the leader's word.
 template <class W, mk::Schedule kS>
 EVT_HD inline bool load_task(W& w, const Params& p, const mk::LaunchArgs& a, int group, int64_t linear) {
   int64_t t[4] = {};
   unravel(p, group, linear, t);
-  if constexpr (kS == mk::kStatic && W::kLoaderDecodes) {
+  if constexpr (kLoaderDecodes<W, kS>) {
     if (!w.post_task(group, linear, t)) return false;
   }
   if ((kS == mk::kStatic || kS == mk::kKernels) && group_announced(group)) {
@@ -1674,7 +1680,7 @@ EVT_HD inline void run_megakernel(W& w, const Params& p, const mk::LaunchArgs& a
     for (int64_t position = w.id(); position < total; position += w.count(), ++k) {
       int group;
       int64_t linear, t[4] = {};
-      if constexpr (kS == mk::kStatic && kHasStreams && W::kLoaderDecodes) {
+      if constexpr (kLoaderDecodes<W, kS>) {
         if (!w.take_task(k, group, linear, t)) return;  // the loader decoded it (run_loader)
       } else {
         static_task(p, position, group, linear);
