@@ -13,7 +13,7 @@ It prints the medians over layers --first..--last, then the gaps between a worke
 tasks (from one task's end to the next one's start: its trace bookkeeping, the inline queue's
 check, the scheduler's next task) by the pair of groups, over the whole step.
 
-  python3 scripts/trace_phases.py TRACE.json.gz --order qkv,rope,attention,merge,o_proj,gate_up,down
+  python3 scripts/trace_phases.py TRACE.json.gz --order qkv,attention,merge,o_proj,gate_up,down
 """
 import argparse
 import collections

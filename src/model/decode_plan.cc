@@ -130,6 +130,18 @@ Status check_sampling(const StepBatch& b, int64_t vocab) {
   return Status();
 }
 
+// A decode step: no sequence has two tokens in it, so no token attends to a key another token of
+// the step appends, and each token's attention may finish its own q, k and v (the graph's
+// qkv_finish tiles are then bound to none).
+bool one_token_per_sequence(const StepBatch& b) {
+  std::vector<bool> seen(static_cast<size_t>(b.sequences()), false);
+  for (int32_t s : b.token_seq) {
+    if (seen[static_cast<size_t>(s)]) return false;
+    seen[static_cast<size_t>(s)] = true;
+  }
+  return true;
+}
+
 }  // namespace
 
 SampleInputs sample_inputs(const StepBatch& b) {
@@ -145,6 +157,7 @@ Tiling weight_tiling(const ModelConfig& c, int workers) {
   namespace llm = kernels::llm;
   workers = std::max(workers, 1);
   Tiling t;
+  t.workers = workers;
   t.rows_h = rows_per_tile(c.hidden_size, llm::kTileRows, workers);
   t.rows_i = rows_per_tile(c.intermediate_size, 8, workers);  // gate and up rows share a group
   t.rows_v = rows_per_tile(c.vocab_size, llm::kTileRows, workers);
@@ -207,6 +220,10 @@ Expected<StepPlan> plan_step(const ModelConfig& c, const Tiling& tiling, const K
   EVT_RETURN_IF_ERROR(check_sampling(batch, c.vocab_size));
 
   const int64_t qkv_split_len = round_up(ceil_div(c.hidden_size, tiling.qkv_splits), kernels::llm::kTileCols);
+  const bool finishes = one_token_per_sequence(batch);
+  // qkv_finish's (head, token) pairs, spread evenly over one round of tiles on the workers.
+  const int64_t finish_pairs = (c.num_heads + 2 * c.num_kv_heads) * tokens;
+  const int64_t finish_per_tile = ceil_div(finish_pairs, std::max<int64_t>(tiling.workers, 1));
   StepPlan plan;
   plan.dims = {
       {"T", tokens},
@@ -224,6 +241,7 @@ Expected<StepPlan> plan_step(const ModelConfig& c, const Tiling& tiling, const K
       {"KVS", ceil_div(batch.longest_context(), tiling.kv_split_len)},
       {"SLOTS", kv.slots()},
       {"MAXB", batch.pages_per_seq},
+      {"NQF", finishes ? 0 : ceil_div(finish_pairs, finish_per_tile)},
       {"P", std::max<int64_t>(1, static_cast<int64_t>(batch.penalties.size() / 2))},
       {"LMW", llm::tiled_shape(c.vocab_size, c.hidden_size).bytes() / 2},
   };
@@ -258,6 +276,8 @@ Expected<StepPlan> plan_step(const ModelConfig& c, const Tiling& tiling, const K
   cfg[llm::kCfgHeads] = static_cast<int32_t>(c.num_heads);
   cfg[llm::kCfgKvHeads] = static_cast<int32_t>(c.num_kv_heads);
   cfg[llm::kCfgHeadDim] = static_cast<int32_t>(c.head_dim);
+  cfg[llm::kCfgAttentionFinishes] = finishes ? 1 : 0;
+  cfg[llm::kCfgFinishPairs] = static_cast<int32_t>(finish_per_tile);
   if (const auto& m = c.moe; m && c.has_moe_layers()) {
     bind_moe_dims(c, tiling, tokens, plan.dims);
     cfg[llm::kCfgMoeRowsE] = static_cast<int32_t>(tiling.rows_e);

@@ -54,6 +54,7 @@ struct Tiling {
   int64_t rows_e = 16;     // MoE router (moe_graph.h)
   int64_t rows_xi = 8;     // MoE expert gate/up of a sparse layer: rows of an expert's width
   int64_t rows_dn = 16;    // MoE expert down of a sparse layer: rows of H
+  int64_t workers = 1;     // the SMs or threads the tiles are cut for (qkv_finish's pairs)
 };
 Tiling weight_tiling(const ModelConfig& config, int workers);
 Tiling default_tiling(const ModelConfig& config, int64_t tokens, int64_t longest_context, int workers);

@@ -192,6 +192,8 @@ HostTensor make_cfg(const CaseSpec& s) {
   cfg[kl::kCfgHeads] = static_cast<int32_t>(s.heads);
   cfg[kl::kCfgKvHeads] = static_cast<int32_t>(s.kv_heads);
   cfg[kl::kCfgHeadDim] = static_cast<int32_t>(s.head_dim);
+  cfg[kl::kCfgAttentionFinishes] = s.appends ? 1 : 0;
+  cfg[kl::kCfgFinishPairs] = static_cast<int32_t>(s.finish_pairs);
   return i32_tensor("cfg", cfg, {kl::kCfgWords});
 }
 
@@ -326,18 +328,16 @@ void build_qkv_proj(Case& c, Rng& rng) {
   c.probe = {2, (s.layer % 2) * s.tokens * s.hidden};
 }
 
-void build_qkv_finish(Case& c, Rng& rng) {
+// What finishing a QKV head reads (kernels/llm/qkv_head.h), after cfg: wtab with the q/k norms,
+// p_qkv's K splits with values in [-range, range], and inv_freq.
+void add_qkv_head_reads(Case& c, Rng& rng, double range) {
   const CaseSpec& s = c.spec;
-  c.grid = {s.layers, s.heads + 2 * s.kv_heads};
-  c.layer = s.layer;
-  const Batch b = make_batch(rng, s);
-  c.reads.push_back(make_cfg(s));
   Weights w(c, rng);
   if (s.qk_norm) {
     w.add(kl::kWqNorm, {s.head_dim}, true);
     w.add(kl::kWkNorm, {s.head_dim}, true);
   }
-  c.reads.push_back(f32_tensor("p_qkv", {qkv_splits(s), s.tokens, qkv_width(s)}, rng, -s.x_scale, s.x_scale));
+  c.reads.push_back(f32_tensor("p_qkv", {qkv_splits(s), s.tokens, qkv_width(s)}, rng, -range, range));
   // Hugging Face's default RoPE: inv_freq[i] = theta^(-2i / D), theta 1e6 as Qwen3.
   HostTensor inv_freq("inv_freq", DType::kF32, {s.head_dim / 2});
   for (int64_t i = 0; i < s.head_dim / 2; ++i) {
@@ -345,14 +345,16 @@ void build_qkv_finish(Case& c, Rng& rng) {
         static_cast<float>(std::pow(1e6, -2.0 * static_cast<double>(i) / static_cast<double>(s.head_dim)));
   }
   c.reads.push_back(std::move(inv_freq));
-  add_batch_reads(c, b);
-  c.writes.push_back(output("q", DType::kF32, {s.tokens, s.heads, s.head_dim}));
-  // The caches: only this layer's slots of the step's positions are appended; every other layer
-  // and slot must stay as it was.
+}
+
+// The caches as outputs: only this layer's slots of the step's positions may be written (when
+// `appended`), every other layer and slot must stay as it was.
+void add_cache_writes(Case& c, const Batch& b, bool appended) {
+  const CaseSpec& s = c.spec;
   for (const char* name : {"k_cache", "v_cache"}) {
     OutputSpec cache = output(name, DType::kBf16, {s.layers, b.slots, s.kv_heads, s.head_dim});
     cache.must_write.assign(static_cast<size_t>(cache.tensor.numel()), 0);
-    for (int64_t t = 0; t < s.tokens; ++t) {
+    for (int64_t t = 0; appended && t < s.tokens; ++t) {
       const int64_t p = b.pos[static_cast<size_t>(t)];
       const int64_t page =
           b.table[static_cast<size_t>(b.seq[static_cast<size_t>(t)] * b.pages_per_seq + p / s.page_size)];
@@ -360,20 +362,37 @@ void build_qkv_finish(Case& c, Rng& rng) {
       const int64_t row = (s.layer * b.slots + slot) * s.kv_heads * s.head_dim;
       std::fill_n(cache.must_write.begin() + row, s.kv_heads * s.head_dim, 1);
     }
+    cache.untouched = !appended;
     c.writes.push_back(std::move(cache));
   }
+}
+
+void build_qkv_finish(Case& c, Rng& rng) {
+  const CaseSpec& s = c.spec;
+  c.grid = {s.layers, ceil_div((s.heads + 2 * s.kv_heads) * s.tokens, s.finish_pairs)};
+  c.layer = s.layer;
+  const Batch b = make_batch(rng, s);
+  c.reads.push_back(make_cfg(s));
+  add_qkv_head_reads(c, rng, s.x_scale);
+  add_batch_reads(c, b);
+  c.writes.push_back(output("q", DType::kF32, {s.tokens, s.heads, s.head_dim}));
+  add_cache_writes(c, b, true);
   c.probe = {2, 0};
 }
 
 void build_decode_attention(Case& c, Rng& rng) {
   const CaseSpec& s = c.spec;
+  if (s.appends && s.tokens != s.seqs) throw std::logic_error("attention appends only with one token per sequence");
   const Batch b = make_batch(rng, s);
   const int64_t splits = ceil_div(b.longest, s.kv_split) + s.kv_extra_splits;
   c.grid = {s.layers, s.tokens, s.kv_heads, splits};
   c.layer = s.layer;
   c.reads.push_back(make_cfg(s));
+  add_qkv_head_reads(c, rng, s.q_scale);
+  // q as qkv_finish leaves it (read when the tile does not finish its heads itself).
   c.reads.push_back(f32_tensor("q", {s.tokens, s.heads, s.head_dim}, rng, -s.q_scale, s.q_scale));
-  // Every slot of every layer holds data, as a cache in use does: reading a wrong slot shows.
+  // Every slot of every layer holds data, as a cache in use does: reading a wrong slot shows, and
+  // so does an appending split that reads its own position's row from the cache.
   for (const char* name : {"k_cache", "v_cache"}) {
     c.reads.push_back(HostTensor(name, DType::kBf16, {s.layers, b.slots, s.kv_heads, s.head_dim}));
     rng.fill(c.reads.back(), -1, 1);
@@ -382,10 +401,12 @@ void build_decode_attention(Case& c, Rng& rng) {
   c.writes.push_back(output("o_part", DType::kF32, {splits, s.tokens, s.heads, s.head_dim}));
   c.writes.push_back(output("ml", DType::kF32, {splits, s.tokens, s.heads, 2}));
   c.writes.back().neg_inf_ok = true;
-  // q of the token with the longest context: its first split has several positions, so the
-  // scores (and hence ml's max) move with q.
+  add_cache_writes(c, b, s.appends);
+  // q head 0 of the token with the longest context (from split 0 of p_qkv when the tile finishes
+  // its heads): its first split has several positions, so the scores (and hence ml's max) move
+  // with q.
   const auto longest = std::max_element(b.pos.begin(), b.pos.end()) - b.pos.begin();
-  c.probe = {1, longest * s.heads * s.head_dim};
+  c.probe = s.appends ? Probe{2, longest * qkv_width(s)} : Probe{4, longest * s.heads * s.head_dim};
 }
 
 // The merge's inputs as decode attention leaves them: token t's context is split into KVS splits
@@ -601,6 +622,8 @@ enum Field : unsigned {
   kTies = 1u << 13,
   kLayerCount = 1u << 14,  // L, where it is more than a bound (the LM head reads x[L % 2])
   kLayer = 1u << 15,       // layered: the one layer the case runs
+  kAppends = 1u << 16,     // decode attention finishes its heads and appends its own k and v
+  kFinishPairs = 1u << 17,  // qkv_finish's (head, token) pairs per tile
 };
 
 using Builder = void (*)(Case&, Rng&);
@@ -614,10 +637,10 @@ const std::map<std::string, Row>& row_table() {
   static const std::map<std::string, Row> table = {
       {"embed_gather", {build_embed_gather, kTokens | kHidden | kVocab | kRows}},
       {"qkv_proj", {build_qkv_proj, kTokens | kHidden | kKvHeads | kQkvSplit | kLayer}},
-      {"qkv_finish_d64", {build_qkv_finish, kAttention | kQkvSplit | kQkNorm}},
-      {"qkv_finish_d128", {build_qkv_finish, kAttention | kQkvSplit | kQkNorm}},
-      {"decode_attention_d64", {build_decode_attention, kAttention | kKvSplit | kQScale}},
-      {"decode_attention_d128", {build_decode_attention, kAttention | kKvSplit | kQScale}},
+      {"qkv_finish_d64", {build_qkv_finish, kAttention | kQkvSplit | kQkNorm | kFinishPairs}},
+      {"qkv_finish_d128", {build_qkv_finish, kAttention | kQkvSplit | kQkNorm | kFinishPairs}},
+      {"decode_attention_d64", {build_decode_attention, kAttention | kQkvSplit | kQkNorm | kKvSplit | kQScale | kAppends}},
+      {"decode_attention_d128", {build_decode_attention, kAttention | kQkvSplit | kQkNorm | kKvSplit | kQScale | kAppends}},
       {"attention_merge", {build_attention_merge, kTokens | kKvHeads | kKvSplit | kLayer}},
       {"o_proj", {build_o_proj, kTokens | kHidden | kHeads | kRows | kLayer}},
       {"gate_up_silu", {build_gate_up_silu, kTokens | kHidden | kInter | kRows | kLayer}},
@@ -668,43 +691,56 @@ std::vector<CaseSpec> make_specs() {
     s.qkv_split = q.split, s.qkv_extra_splits = q.extra, s.layer = q.layer;
     add(s);
   }
-  // qkv_finish: KQ = ceil(H / split) + extra, Qwen3 (q/k norm) and Llama; page sizes 1, 3, 16.
+  // qkv_finish: KQ = ceil(H / split) + extra, Qwen3 (q/k norm) and Llama; page sizes 1, 3, 16;
+  // pairs of one head or several a tile, a tile across two heads, a short last tile.
   struct Finish {
-    int64_t t, seqs, heads, kv_heads, page, context, h, split, extra, layer;
+    int64_t t, seqs, heads, kv_heads, page, context, h, split, extra, layer, finish_pairs;
     bool qk_norm;
   };
   for (int64_t d : {64, 128}) {
-    for (const Finish& f : std::vector<Finish>{{1, 1, 4, 4, 1, 7, 8, 8, 0, 0, false},
-                                               {3, 2, 8, 2, 3, 40, 24, 16, 0, 1, true},
-                                               {17, 5, 16, 2, 16, 130, 136, 72, 1, 2, true},
-                                               {97, 4, 8, 2, 3, 150, 8, 8, 0, 1, false}}) {
+    for (const Finish& f : std::vector<Finish>{{1, 1, 4, 4, 1, 7, 8, 8, 0, 0, 1, false},
+                                               {3, 2, 8, 2, 3, 40, 24, 16, 0, 1, 3, true},
+                                               {17, 5, 16, 2, 16, 130, 136, 72, 1, 2, 5, true},
+                                               {97, 4, 8, 2, 3, 150, 8, 8, 0, 1, 97, false},
+                                               {97, 4, 8, 2, 3, 150, 8, 8, 0, 1, 125, true}}) {
       CaseSpec s = spec(d == 64 ? "qkv_finish_d64" : "qkv_finish_d128");
       s.tokens = f.t, s.seqs = f.seqs, s.heads = f.heads, s.kv_heads = f.kv_heads, s.head_dim = d;
       s.page_size = f.page, s.max_context = f.context, s.hidden = f.h, s.qkv_split = f.split;
-      s.qkv_extra_splits = f.extra, s.layer = f.layer, s.qk_norm = f.qk_norm;
+      s.qkv_extra_splits = f.extra, s.layer = f.layer, s.qk_norm = f.qk_norm, s.finish_pairs = f.finish_pairs;
       add(s);
     }
   }
   // Attention: KV splits of 3 to 64 positions, groups of 1 to 8 query heads; short sequences
   // leave splits empty, and an extra split past the longest context is empty for every token.
+  // q from 1 to 3 K splits, with and without Qwen3's q/k norm. A step of one token per sequence
+  // appends (one of them at position 0: the own position alone); the others find the step's keys
+  // in the cache.
   struct Attention {
     int64_t t, seqs, heads, kv_heads, page, context, split, extra, layer;
     float q_scale;
+    int64_t hidden, qkv_split;
+    bool qk_norm, appends;
   };
   for (int64_t d : {64, 128}) {
-    for (const Attention& a : std::vector<Attention>{{1, 1, 4, 4, 1, 7, 3, 1, 0, 1},
-                                                     {3, 2, 8, 2, 3, 40, 5, 1, 1, 4},
-                                                     {17, 5, 16, 2, 16, 130, 32, 0, 2, 8},
-                                                     {97, 4, 8, 2, 3, 150, 64, 1, 1, 2},
+    for (const Attention& a : std::vector<Attention>{{1, 1, 4, 4, 1, 7, 3, 1, 0, 1, 8, 8, false, false},
+                                                     {1, 1, 4, 4, 1, 7, 3, 1, 0, 1, 8, 8, true, true},
+                                                     {3, 2, 8, 2, 3, 40, 5, 1, 1, 4, 24, 8, false, false},
+                                                     {3, 3, 8, 2, 3, 40, 5, 1, 1, 4, 24, 8, false, true},
+                                                     {17, 5, 16, 2, 16, 130, 32, 0, 2, 8, 24, 16, true, false},
+                                                     {17, 17, 16, 2, 16, 130, 32, 0, 2, 8, 24, 16, true, true},
+                                                     {97, 4, 8, 2, 3, 150, 64, 1, 1, 2, 8, 8, false, false},
                                                      // groups of 2 and 3 (the body for 4, part idle)
-                                                     {5, 2, 6, 3, 4, 60, 16, 0, 1, 2},
-                                                     {2, 1, 6, 2, 2, 33, 8, 1, 0, 1},
+                                                     {5, 2, 6, 3, 4, 60, 16, 0, 1, 2, 24, 8, true, false},
+                                                     {5, 5, 6, 3, 4, 60, 16, 0, 1, 2, 24, 8, false, true},
+                                                     {2, 1, 6, 2, 2, 33, 8, 1, 0, 1, 8, 8, false, false},
                                                      // splits over more pages than a warp has lanes
-                                                     {3, 2, 8, 2, 2, 150, 80, 0, 1, 2}}) {
+                                                     {3, 2, 8, 2, 2, 150, 80, 0, 1, 2, 24, 16, false, false},
+                                                     {4, 4, 8, 2, 2, 150, 80, 0, 1, 2, 24, 16, true, true}}) {
       CaseSpec s = spec(d == 64 ? "decode_attention_d64" : "decode_attention_d128");
       s.tokens = a.t, s.seqs = a.seqs, s.heads = a.heads, s.kv_heads = a.kv_heads, s.head_dim = d;
       s.page_size = a.page, s.max_context = a.context, s.kv_split = a.split, s.kv_extra_splits = a.extra;
       s.layer = a.layer, s.q_scale = a.q_scale;
+      s.hidden = a.hidden, s.qkv_split = a.qkv_split, s.qk_norm = a.qk_norm, s.appends = a.appends;
       add(s);
     }
   }
@@ -834,6 +870,8 @@ std::string case_name(const CaseSpec& s) {
   field(kKvSplit, "kvsplit", s.kv_split, "_extra", s.kv_extra_splits);
   field(kQkNorm, s.qk_norm ? "qknorm" : "noqknorm");
   field(kQScale, "qscale", s.q_scale);
+  field(kAppends, s.appends ? "finishes" : "cached");
+  field(kFinishPairs, "pairs", s.finish_pairs);
   if (s.ties) field(kTies, "ties");
   field(kLayerCount, "L", s.layers);
   if (s.x_scale != 1) os << "_smallx";

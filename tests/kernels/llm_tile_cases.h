@@ -53,6 +53,7 @@ struct OutputSpec {
   std::vector<uint8_t> must_write;  // per element; empty: every element must be written
   bool neg_inf_ok = false;          // ml: an empty KV split's max is -inf by contract
   bool scratch = false;             // the row may leave anything in it: only the guard bands are checked
+  bool untouched = false;           // the row must write none of it in this case (must_write all 0)
   bool written(int64_t flat) const { return must_write.empty() || must_write[static_cast<size_t>(flat)] != 0; }
 };
 
@@ -84,7 +85,9 @@ struct CaseSpec {
   int64_t page_size = 16, max_context = 8;      // KV pages; positions are < max_context
   int64_t kv_split = 32, kv_extra_splits = 0;   // positions per attention split; splits past the longest
   bool qk_norm = false;
-  float q_scale = 1;  // decode attention: q's range, to make the softmax peaky
+  float q_scale = 1;  // decode attention: the range of q's partial sums, to make the softmax peaky
+  bool appends = false;  // a decode step: attention finishes its heads, appends its own k and v (T = S)
+  int64_t finish_pairs = 1;  // qkv_finish: (head, token) pairs per tile
   float x_scale = 1;  // the range of an RMSNorm's input: small, and eps weighs in the norm
   bool ties = false;  // sample: logits on a coarse grid, so that rows have tied maxima
   uint64_t seed = 1;

@@ -125,6 +125,7 @@ OutputReport compare_one(const OutputSpec& spec, const GuardedImage& got, const 
   r.buffer = t.name;
   r.dtype = t.dtype;
   r.scratch = spec.scratch;
+  r.untouched = spec.untouched;
   Reporter rep(r);
   if (!got.guards_intact()) rep.fail(t.name + ": the run wrote outside the buffer (a guard band changed)");
   if (!want.guards_intact()) rep.fail(t.name + ": the reference wrote outside the buffer (a guard band changed)");

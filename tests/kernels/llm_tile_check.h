@@ -49,6 +49,7 @@ struct OutputReport {
   std::string buffer;
   DType dtype = DType::kF32;
   bool scratch = false;      // OutputSpec::scratch: nothing compared, nothing written by contract
+  bool untouched = false;    // OutputSpec::untouched: every element compared with the poison
   int64_t written = 0;       // elements the contract says the run writes
   double max_abs_err = 0;    // f32 and bf16 (as floats)
   double max_tol_ratio = 0;  // f32: the largest |got - want| / (abs + rel * |want|); <= 1 passes
@@ -56,7 +57,7 @@ struct OutputReport {
   int64_t failures = 0;
   std::vector<std::string> messages;  // the first few failures
   bool ok() const { return failures == 0; }
-  bool checks_something() const { return scratch || written > 0; }
+  bool checks_something() const { return scratch || untouched || written > 0; }
   std::string summary() const;  // one line: the buffer and its max errors
 };
 

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "kernels/llm/reference_math.h"
 #include "kernels/registry.h"
@@ -12,25 +13,53 @@
 namespace evt::kernels::llm {
 namespace {
 
-// Head dim independent: D comes from q's shape.
+// Head dim independent: D comes from cfg.
 void decode_attention_reference(const TileArgs& a) {
-  const BufferView &cfg = a.reads[0], &q = a.reads[1], &kc = a.reads[2], &vc = a.reads[3];
-  const BufferView &pos = a.reads[4], &seq = a.reads[5], &table = a.reads[6];
+  const BufferView &cfg = a.reads[0], &wtab = a.reads[1], &p_qkv = a.reads[2], &inv_freq = a.reads[3];
+  const BufferView &q_in = a.reads[4], &kc = a.reads[5], &vc = a.reads[6];
+  const BufferView &pos = a.reads[7], &seq = a.reads[8], &table = a.reads[9];
   const int64_t l = a.tile[0], t = a.tile[1], h = a.tile[2], s = a.tile[3];
-  const int64_t tokens = q.dim(0), heads = q.dim(1), d = q.dim(2), slots = kc.dim(1), kv_heads = kc.dim(2);
-  const int64_t group = heads / kv_heads, page_size = cfg_at(cfg, kCfgPageSize), split = cfg_at(cfg, kCfgKvSplitLen);
-  const int64_t kv_len = pos.as<const int32_t>()[t] + 1;
+  const int64_t tokens = p_qkv.dim(1), d = cfg_at(cfg, kCfgHeadDim), heads = cfg_at(cfg, kCfgHeads);
+  const int64_t slots = kc.dim(1), kv_heads = kc.dim(2);
+  const int64_t group = heads / kv_heads, split = cfg_at(cfg, kCfgKvSplitLen);
+  const int64_t position = pos.as<const int32_t>()[t], kv_len = position + 1;
   const int64_t p0 = std::min(s * split, kv_len), p1 = std::min(p0 + split, kv_len);
-  const int32_t* pages = table.as<const int32_t>() + seq.as<const int32_t>()[t] * table.dim(1);
+  const int64_t sequence = seq.as<const int32_t>()[t];
+  // A decode step: q comes from the projection's partial sums, and the split that holds the
+  // token's own position takes its k and v from there too, appending them to the cache.
+  const bool finishes = cfg_at(cfg, kCfgAttentionFinishes) != 0;
+  const bool appends = finishes && p0 < p1 && p1 == kv_len;
+  std::vector<double> own_k(static_cast<size_t>(d)), own_v(static_cast<size_t>(d));
+  if (appends) {
+    const int64_t slot = ref_kv_slot(cfg, table, sequence, position);
+    for (int64_t kv = 0; kv < 2; ++kv) {
+      const std::vector<float> x = ref_qkv_head(cfg, wtab, p_qkv, inv_freq, l, t, heads + kv * kv_heads + h, position);
+      uint16_t* row = a.writes[2 + kv].as<uint16_t>() + ((l * slots + slot) * kv_heads + h) * d;
+      for (int64_t i = 0; i < d; ++i) {
+        row[i] = f32_to_bf16(x[i]);
+        (kv == 0 ? own_k : own_v)[i] = bf16_to_f32(row[i]);
+      }
+    }
+  }
+  auto key = [&](int64_t p, int64_t i) {
+    if (appends && p == position) return own_k[i];
+    const int64_t slot = ref_kv_slot(cfg, table, sequence, p);
+    return static_cast<double>(bf16_to_f32(kc.as<const uint16_t>()[((l * slots + slot) * kv_heads + h) * d + i]));
+  };
+  auto value = [&](int64_t p, int64_t i) {
+    if (appends && p == position) return own_v[i];
+    const int64_t slot = ref_kv_slot(cfg, table, sequence, p);
+    return static_cast<double>(bf16_to_f32(vc.as<const uint16_t>()[((l * slots + slot) * kv_heads + h) * d + i]));
+  };
   for (int64_t g = 0; g < group; ++g) {
     const int64_t hq = h * group + g;
-    const float* qr = q.as<const float>() + (t * heads + hq) * d;
+    const std::vector<float> q =
+        finishes ? ref_qkv_head(cfg, wtab, p_qkv, inv_freq, l, t, hq, position)
+                 : std::vector<float>(q_in.as<const float>() + (t * heads + hq) * d, q_in.as<const float>() + (t * heads + hq + 1) * d);
     std::vector<double> scores;
     for (int64_t p = p0; p < p1; ++p) {
-      const int64_t slot = static_cast<int64_t>(pages[p / page_size]) * page_size + p % page_size;
-      const uint16_t* kr = kc.as<const uint16_t>() + ((l * slots + slot) * kv_heads + h) * d;
       double dot = 0;
-      for (int64_t i = 0; i < d; ++i) dot += static_cast<double>(qr[i]) * bf16_to_f32(kr[i]);
+      for (int64_t i = 0; i < d; ++i) dot += static_cast<double>(q[i]) * key(p, i);
       scores.push_back(dot / std::sqrt(static_cast<double>(d)));
     }
     double max = -std::numeric_limits<double>::infinity(), sum = 0;
@@ -39,9 +68,7 @@ void decode_attention_reference(const TileArgs& a) {
     for (int64_t p = p0; p < p1; ++p) {
       const double e = std::exp(scores[p - p0] - max);
       sum += e;
-      const int64_t slot = static_cast<int64_t>(pages[p / page_size]) * page_size + p % page_size;
-      const uint16_t* vr = vc.as<const uint16_t>() + ((l * slots + slot) * kv_heads + h) * d;
-      for (int64_t i = 0; i < d; ++i) out[i] += e * bf16_to_f32(vr[i]);
+      for (int64_t i = 0; i < d; ++i) out[i] += e * value(p, i);
     }
     float* o = a.writes[0].as<float>() + ((s * tokens + t) * heads + hq) * d;
     for (int64_t i = 0; i < d; ++i) o[i] = sum > 0 ? static_cast<float>(out[i] / sum) : 0.0f;
@@ -54,8 +81,9 @@ void decode_attention_reference(const TileArgs& a) {
 TileFunction decode_attention_row(int d, const char* body) {
   return TileFunction{
       .name = "decode_attention_d" + std::to_string(d),
-      .summary = "one token, one KV head's query heads, one KV split of the paged cache: normalized output, max and sum",
-      .num_reads = 7, .num_writes = 2,
+      .summary = "one token, one KV head's query heads, one KV split of the paged cache: normalized output, max and "
+                 "sum; in a decode step q, k and v finished from the QKV partial sums and the own k and v appended",
+      .num_reads = 10, .num_writes = 4,
       .cpu = decode_attention_reference,
       .device_body = body, .device_header = "kernels/llm/decode_attention.h",
       .relative_cost = 0.5};

@@ -5,8 +5,17 @@
 // read once for the whole group. Warps take positions in turn with an online softmax each, and
 // merge their states through the block's scratch; the split's normalized output and its
 // (max, sum) go to o_part and ml for attention_merge. An empty split writes max = -inf, sum = 0.
-//   reads (cfg, q: T x HQ x D f32, k_cache, v_cache: L x SLOTS x HKV x D bf16, tok_pos, tok_seq,
-//          block_table), writes (o_part: KVS x T x HQ x D f32, ml: KVS x T x HQ x 2 f32)
+//
+// In a decode step (one token per sequence: cfg's kCfgAttentionFinishes) the tile finishes its
+// query heads itself from the QKV projection's K splits (qkv_head.h: the splits added, q norm,
+// RoPE), so that no task between the projection and attention hands them over; and the split
+// that holds token t's own position also finishes t's k and v of head h, appends them to the
+// cache, and attends to that position from them rather than from the cache (no other task reads
+// that row in this step). In a step with a prefill chunk, qkv_finish has written q and filled the
+// cache before the tile starts.
+//   reads (cfg, wtab, p_qkv: KQ x T x (HQ + 2 HKV) D f32, inv_freq: D/2 f32, q: T x HQ x D f32,
+//          k_cache, v_cache: L x SLOTS x HKV x D bf16, tok_pos, tok_seq, block_table),
+//   writes (o_part: KVS x T x HQ x D f32, ml: KVS x T x HQ x 2 f32, k_cache, v_cache: the own rows)
 //
 // On the GPU a warp takes 16 positions at a time on the tensor cores (decode_attention_mma); the
 // host runs the same algorithm a row at a time (decode_attention_rows), which the CPU backend and
@@ -16,6 +25,7 @@
 #include "kernels/bulk_copy.h"
 #include "kernels/l2_policy.h"
 #include "kernels/llm/decode_config.h"
+#include "kernels/llm/qkv_head.h"
 #include "kernels/llm/warp_ops.h"
 
 namespace evt::kernels::llm {
@@ -24,41 +34,57 @@ inline constexpr int kMaxGroup = 8;  // query heads per KV head the compiled bod
 
 inline constexpr int kAttentionStepPositions = 16;  // the positions a GPU warp takes at a time
 
-// The GPU body's scratch (the host's uses only the state): q's MMA fragments (d x 32 bytes),
+// The GPU body's scratch (the host's uses only the states): q's MMA fragments (d x 32 bytes),
 // each warp's staged V rows (kAttentionStepPositions rows of 2 d + 16 bytes, padded so that the
 // 8 rows an ldmatrix reads lie in distinct banks), then each warp's softmax state, then each
-// warp's mbarrier for its V copies.
+// warp's mbarrier for its V copies, then the own position's state: its score per query head and
+// its v row. The finished q heads and own k row wait in the warps' output space before the loop.
 EVT_HD constexpr int64_t attention_state_offset(int64_t d, int warps) {
   return d * 32 + int64_t{warps} * kAttentionStepPositions * (2 * d + 16);
 }
 EVT_HD constexpr int64_t attention_barrier_offset(int64_t d, int warps) {
   return attention_state_offset(d, warps) + (2 + d) * warps * kMaxGroup * 4;
 }
-EVT_HD constexpr int64_t attention_scratch_bytes(int64_t d, int warps) {
+EVT_HD constexpr int64_t attention_own_offset(int64_t d, int warps) {
   return attention_barrier_offset(d, warps) + int64_t{warps} * 8;
 }
+EVT_HD constexpr int64_t attention_scratch_bytes(int64_t d, int warps) {
+  return attention_own_offset(d, warps) + (kMaxGroup + d) * 4;
+}
+
+// The token's own position when this split appends it: its score for each query head (scaled by
+// 1 / sqrt(D)) and its v row, as bf16 values. Null m: the split does not append.
+struct OwnPosition {
+  const float* m = nullptr;
+  const float* v = nullptr;
+};
 
 // Every warp's softmax state in scratch; then the block merges them, one output value per
-// thread: warps' states are rescaled to the common max and added. w_m, w_sum: [warp][group];
-// w_acc: [warp][group][D].
+// thread: warps' states (and the own position's) are rescaled to the common max and added.
+// w_m, w_sum: [warp][group]; w_acc: [warp][group][D].
 template <class Block>
-EVT_HD void attention_merge_warps(const Block& b, const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes,
-                                  const float* w_m, const float* w_sum, const float* w_acc, int d) {
+EVT_HD void attention_merge_warps(const Block& b, const int64_t* tile, const DevBuffer* writes, const float* w_m,
+                                  const float* w_sum, const float* w_acc, OwnPosition own, int d) {
   const int64_t t = tile[1], h = tile[2], s = tile[3];
-  const int64_t tokens = reads[1].dim(0), heads = reads[1].dim(1);
-  const int group = static_cast<int>(heads / reads[2].dim(2));
+  const int64_t tokens = writes[0].dim(1), heads = writes[0].dim(2);
+  const int group = static_cast<int>(heads / writes[2].dim(2));
   const int nwarps = warps(b);
   float* o = writes[0].as<float>() + ((s * tokens + t) * heads + h * group) * d;
   float* ml = writes[1].as<float>() + ((s * tokens + t) * heads + h * group) * 2;
   for (int i = b.thread(); i < group * d; i += b.threads()) {
     const int g = i / d;
-    float max = -INFINITY;
+    float max = own.m != nullptr ? own.m[g] : -INFINITY;
     for (int w = 0; w < nwarps; ++w) max = fmaxf(max, w_m[w * kMaxGroup + g]);
     float total = 0, value = 0;
     for (int w = 0; w < nwarps; ++w) {
       const float c = softmax_rescale(w_m[w * kMaxGroup + g], max);
       total += w_sum[w * kMaxGroup + g] * c;
       value += w_acc[(w * kMaxGroup + g) * d + i % d] * c;
+    }
+    if (own.m != nullptr) {
+      const float c = softmax_rescale(own.m[g], max);
+      total += c;
+      value += own.v[i % d] * c;
     }
     o[i] = total > 0 ? value / total : 0.0f;
     if (i % d == 0) {
@@ -69,25 +95,49 @@ EVT_HD void attention_merge_warps(const Block& b, const int64_t* tile, const Dev
   b.sync();  // the next task of this block reuses the scratch
 }
 
-// What tile (l, t, h, s) attends to: the positions [p0, p1) of token t's sequence, whose page ids
-// are pages[position / page_size].
+// What tile (l, t, h, s) attends to: the positions [p0, p1) of token t's sequence from the
+// cache, whose page ids are pages[position / page_size], and, when it appends, token t's own
+// position (then past p1).
 struct AttentionSplit {
   int64_t p0, p1;
+  int32_t position;  // token t's
+  bool finishes;     // a decode step: the tile finishes its q heads from p_qkv
+  bool appends;      // ... and this split holds the own position
   const int32_t* pages;
   int32_t page_size;
   int group;  // query heads of the KV head
 };
-EVT_HD inline AttentionSplit attention_split(const int64_t* tile, const DevBuffer* reads) {
+EVT_HD inline AttentionSplit attention_split(const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
   const int32_t* cfg = reads[0].as<const int32_t>();
   const int64_t t = tile[1], s = tile[3];
-  const int64_t kv_len = reads[4].as<const int32_t>()[t] + 1, split = cfg[kCfgKvSplitLen];
   AttentionSplit a;
+  a.position = reads[7].as<const int32_t>()[t];
+  const int64_t kv_len = a.position + 1, split = cfg[kCfgKvSplitLen];
   a.p0 = min_of(s * split, kv_len);
   a.p1 = min_of(a.p0 + split, kv_len);
-  a.pages = reads[6].as<const int32_t>() + reads[5].as<const int32_t>()[t] * reads[6].dim(1);
+  a.finishes = cfg[kCfgAttentionFinishes] != 0;
+  a.appends = a.finishes && a.p0 < a.p1 && a.p1 == kv_len;
+  if (a.appends) a.p1 = a.position;
+  a.pages = reads[9].as<const int32_t>() + reads[8].as<const int32_t>()[t] * reads[9].dim(1);
   a.page_size = cfg[kCfgPageSize];
-  a.group = static_cast<int>(reads[1].dim(1) / reads[2].dim(2));
+  a.group = static_cast<int>(writes[0].dim(2) / reads[5].dim(2));
   return a;
+}
+
+// Token t's own k and v of KV head h, finished and appended to the cache by one warp each (job 0:
+// k, 1: v); returns the values as the cache holds them, in the lanes' layout.
+template <int D, class Block>
+EVT_HD void append_own(const Block& b, const QkvHeads& q, const AttentionSplit& a, const int64_t* tile,
+                       const DevBuffer* writes, int job, float (&v)[D / lanes()]) {
+  const int64_t l = tile[0], t = tile[1], h = tile[2];
+  finish_qkv_head<D>(b, q, t, q.heads + job * q.kv_heads + h, a.position, v);
+  const DevBuffer& cache = writes[2 + job];
+  uint16_t* out = cache.as<uint16_t>() + kv_row(cache, l, kv_slot(a.pages, a.position, a.page_size), h);
+  for (int j = 0; j < D / lanes(); ++j) {
+    const uint16_t x = f32_to_bf16(v[j]);
+    out[lane(b) + lanes() * j] = x;
+    v[j] = bf16_to_f32(x);
+  }
 }
 
 #if defined(__CUDA_ARCH__)
@@ -127,9 +177,9 @@ __device__ void decode_attention_mma(const Block& b, const int64_t* tile, const 
   constexpr int kStep = kAttentionStepPositions;
   constexpr int kSteps = D / 16;           // k-steps of q.k; m-tiles (16 dims) of V^T
   constexpr int kRowBytes = 2 * D + 16;    // a staged V row
-  const AttentionSplit a = attention_split(tile, reads);
+  const AttentionSplit a = attention_split(tile, reads, writes);
   const int64_t l = tile[0], t = tile[1], h = tile[2];
-  const int64_t heads = reads[1].dim(1), slots = reads[2].dim(1), kv_heads = reads[2].dim(2);
+  const int64_t slots = reads[5].dim(1), kv_heads = reads[5].dim(2);
   const int ln = lane(b), w = warp(b), nwarps = warps(b), g = ln / 4, c = ln % 4;
   unsigned char* scratch = b.scratch().data;
   auto* qfrag = reinterpret_cast<uint4*>(scratch);  // [k-step][lane]: a0 hi, a2 hi, a0 lo, a2 lo
@@ -138,33 +188,67 @@ __device__ void decode_attention_mma(const Block& b, const int64_t* tile, const 
   float* w_sum = w_m + nwarps * kMaxGroup;
   float* w_acc = w_sum + nwarps * kMaxGroup;
   auto* v_landed = reinterpret_cast<uint64_t*>(scratch + attention_barrier_offset(D, nwarps)) + w;
+  float* own_m = reinterpret_cast<float*>(scratch + attention_own_offset(D, nwarps));
+  float* own_v = own_m + kMaxGroup;
+  float* q_rows = w_acc;                  // [group][D], until the warps' outputs
+  float* own_k = w_acc + kMaxGroup * D;   // [D]
   if (ln == 0) init_copy_barrier(v_landed);
   __syncwarp();
   uint32_t v_phase = 0;
 
+  // The split's page ids, one per lane (its first 32 pages), so that a slot needs no load of its
+  // own: a load that waits on another costs a round trip, ~1.4 us while other SMs stream weights.
+  // Loaded first, to be in flight with the heads' partial sums.
+  const int32_t first_page = static_cast<int32_t>(a.p0) / a.page_size;
+  const int32_t split_pages = a.p0 < a.p1 ? static_cast<int32_t>(a.p1 - 1) / a.page_size - first_page + 1 : 0;
+  const int32_t lane_page = ln < split_pages ? a.pages[first_page + ln] : 0;
+
+  // In a decode step, the query heads (and the own k and v) finished from the projection's partial
+  // sums, a warp each; none for a split past the token's context.
+  const QkvHeads qh = qkv_heads(reads, 2, l, kv_heads, D);
+  const int jobs = a.appends ? a.group + 2 : a.finishes && a.p0 < a.p1 ? a.group : 0;
+  for (int job = w; job < jobs; job += nwarps) {
+    float v[D / 32];
+    if (job < a.group) {
+      finish_qkv_head<D>(b, qh, t, h * a.group + job, a.position, v);
+      EVT_UNROLL
+      for (int j = 0; j < D / 32; ++j) q_rows[job * D + ln + 32 * j] = v[j];
+    } else {
+      append_own<D>(b, qh, a, tile, writes, job - a.group, v);
+      float* keep = job == a.group ? own_k : own_v;
+      EVT_UNROLL
+      for (int j = 0; j < D / 32; ++j) keep[ln + 32 * j] = v[j];
+    }
+  }
+  if (a.finishes) b.sync();
+
   // Q's fragments, scaled by 1 / sqrt(D): k-step 2j + u, lane (g, c) holds dims 32j + 8c + 4u
-  // + {0, 1} (a0) and + {2, 3} (a2) of head g.
+  // + {0, 1} (a0) and + {2, 3} (a2) of head g; from q_rows or, when qkv_finish ran, from q.
+  const float* q_src =
+      a.finishes ? q_rows : reads[4].as<const float>() + (t * writes[0].dim(2) + h * a.group) * D;
   const float scale = 1.0f / sqrtf(static_cast<float>(D));
   for (int i = b.thread(); i < kSteps * 32; i += b.threads()) {
     const int ks = i / 32, fg = (i % 32) / 4, fc = i % 4;
     uint4 v = make_uint4(0, 0, 0, 0);
     if (fg < a.group) {
-      const float4 x = *reinterpret_cast<const float4*>(reads[1].as<const float>() + (t * heads + h * a.group + fg) * D +
-                                                        32 * (ks / 2) + 8 * fc + 4 * (ks % 2));
+      const float4 x = *reinterpret_cast<const float4*>(q_src + fg * D + 32 * (ks / 2) + 8 * fc + 4 * (ks % 2));
       split_bf16x2(x.x * scale, x.y * scale, v.x, v.z);
       split_bf16x2(x.z * scale, x.w * scale, v.y, v.w);
     }
     qfrag[i] = v;
   }
+  // The own position's score for each query head, in f32 (the MMAs keep ~16 bits of q).
+  for (int hg = w; a.appends && hg < a.group; hg += nwarps) {
+    float dot = 0;
+    EVT_UNROLL
+    for (int j = 0; j < D / 32; ++j) dot += q_rows[hg * D + ln + 32 * j] * scale * own_k[ln + 32 * j];
+    dot = warp_sum(dot);
+    if (ln == 0) own_m[hg] = dot;
+  }
   b.sync();
 
-  // The split's page ids, one per lane (its first 32 pages), so that a slot needs no load of its
-  // own: a load that waits on another costs a round trip, ~1.4 us while other SMs stream weights.
-  const int32_t first_page = static_cast<int32_t>(a.p0) / a.page_size;
-  const int32_t split_pages = a.p0 < a.p1 ? static_cast<int32_t>(a.p1 - 1) / a.page_size - first_page + 1 : 0;
-  const int32_t lane_page = ln < split_pages ? a.pages[first_page + ln] : 0;
-  const uint16_t* k_rows = reads[2].as<const uint16_t>() + (l * slots * kv_heads + h) * D;
-  const uint16_t* v_rows = reads[3].as<const uint16_t>() + (l * slots * kv_heads + h) * D;
+  const uint16_t* k_rows = reads[5].as<const uint16_t>() + (l * slots * kv_heads + h) * D;
+  const uint16_t* v_rows = reads[6].as<const uint16_t>() + (l * slots * kv_heads + h) * D;
   const int64_t row_stride = kv_heads * D;
 
   const uint64_t once = evict_first_policy();
@@ -261,32 +345,50 @@ __device__ void decode_attention_mma(const Block& b, const int64_t* tile, const 
     }
   }
   b.sync();
-  attention_merge_warps(b, tile, reads, writes, w_m, w_sum, w_acc, D);
+  attention_merge_warps(b, tile, writes, w_m, w_sum, w_acc, a.appends ? OwnPosition{own_m, own_v} : OwnPosition{}, D);
 }
 #else
 // The host's body (a block of one thread): the positions in order, one online-softmax update per
 // position and head.
 template <int D, class Block>
 void decode_attention_rows(const Block& b, const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
-  const AttentionSplit a = attention_split(tile, reads);
+  const AttentionSplit a = attention_split(tile, reads, writes);
   const int64_t l = tile[0], t = tile[1], h = tile[2];
-  const int64_t heads = reads[1].dim(1), slots = reads[2].dim(1), kv_heads = reads[2].dim(2);
+  const int64_t slots = reads[5].dim(1), kv_heads = reads[5].dim(2), heads = writes[0].dim(2);
   const float scale = 1.0f / sqrtf(static_cast<float>(D));
   float* w_m = reinterpret_cast<float*>(b.scratch().data + attention_state_offset(D, 1));
   float* w_sum = w_m + kMaxGroup;
   float* w_acc = w_sum + kMaxGroup;
+  float* own_m = reinterpret_cast<float*>(b.scratch().data + attention_own_offset(D, 1));
+  float* own_v = own_m + kMaxGroup;
+  const QkvHeads qh = qkv_heads(reads, 2, l, kv_heads, D);
   float qv[kMaxGroup][D];
   for (int g = 0; g < a.group; ++g) {
-    const float* q = reads[1].as<const float>() + (t * heads + h * a.group + g) * D;
-    for (int j = 0; j < D; ++j) qv[g][j] = q[j] * scale, w_acc[g * D + j] = 0;
+    if (a.finishes) {
+      finish_qkv_head<D>(b, qh, t, h * a.group + g, a.position, qv[g]);
+    } else {
+      const float* q = reads[4].as<const float>() + (t * heads + h * a.group + g) * D;
+      for (int j = 0; j < D; ++j) qv[g][j] = q[j];
+    }
+    for (int j = 0; j < D; ++j) qv[g][j] *= scale, w_acc[g * D + j] = 0;
     w_m[g] = -INFINITY, w_sum[g] = 0;
+  }
+  if (a.appends) {
+    float own_k[D], v[D];
+    append_own<D>(b, qh, a, tile, writes, 0, own_k);
+    append_own<D>(b, qh, a, tile, writes, 1, v);
+    for (int j = 0; j < D; ++j) own_v[j] = v[j];
+    for (int g = 0; g < a.group; ++g) {
+      own_m[g] = 0;
+      for (int j = 0; j < D; ++j) own_m[g] += qv[g][j] * own_k[j];
+    }
   }
   for (int64_t p = a.p0; p < a.p1; ++p) {
     const int64_t slot = int64_t{a.pages[p / a.page_size]} * a.page_size + p % a.page_size;
     const int64_t row = ((l * slots + slot) * kv_heads + h) * D;
     float kr[D], vr[D];
-    load_bf16s<D>(reads[2].as<const uint16_t>() + row, kr);
-    load_bf16s<D>(reads[3].as<const uint16_t>() + row, vr);
+    load_bf16s<D>(reads[5].as<const uint16_t>() + row, kr);
+    load_bf16s<D>(reads[6].as<const uint16_t>() + row, vr);
     for (int g = 0; g < a.group; ++g) {
       float score = 0;
       for (int j = 0; j < D; ++j) score += qv[g][j] * kr[j];
@@ -296,7 +398,7 @@ void decode_attention_rows(const Block& b, const int64_t* tile, const DevBuffer*
       w_m[g] = m_new;
     }
   }
-  attention_merge_warps(b, tile, reads, writes, w_m, w_sum, w_acc, D);
+  attention_merge_warps(b, tile, writes, w_m, w_sum, w_acc, a.appends ? OwnPosition{own_m, own_v} : OwnPosition{}, D);
 }
 #endif
 

@@ -35,6 +35,8 @@ enum Cfg : int {
   kCfgHeads,          // HQ
   kCfgKvHeads,        // HKV
   kCfgHeadDim,        // D
+  kCfgAttentionFinishes,  // 1: a decode step (one token per sequence): attention finishes its q, k and v (no qkv_finish tiles)
+  kCfgFinishPairs,        // (head, token) pairs per qkv_finish tile (steps with a prefill chunk)
   // Qwen3-MoE (model/moe_graph.h); 0 in a dense model. From the end, so that the dense words
   // above can grow without moving these.
   kCfgMoeRowsDn = 24,      // rows of H per moe_expert_down tile of a sparse layer: a multiple of 16

@@ -94,4 +94,41 @@ inline void ref_residual_projection(const uint16_t* tiled_w, const uint16_t* x, 
   }
 }
 
+// Head `head` (q heads, then k, then v: p_qkv's column blocks) of token t at `position`, finished
+// as kernels/llm/qkv_head.h specifies: the K splits of p_qkv (KQ x T x width) added, the q/k
+// RMSNorm when cfg asks for it, RoPE on q and k heads. Written independently of the bodies.
+inline std::vector<float> ref_qkv_head(const BufferView& cfg, const BufferView& wtab, const BufferView& p,
+                                       const BufferView& inv_freq, int64_t layer, int64_t t, int64_t head,
+                                       int64_t position) {
+  const int64_t splits = p.dim(0), tokens = p.dim(1), width = p.dim(2), d = cfg_at(cfg, kCfgHeadDim);
+  const int64_t heads = cfg_at(cfg, kCfgHeads), kv_heads = cfg_at(cfg, kCfgKvHeads);
+  const bool is_q = head < heads, is_k = !is_q && head < heads + kv_heads;
+  std::vector<float> v(static_cast<size_t>(d));
+  for (int64_t i = 0; i < d; ++i) {
+    double sum = 0;
+    for (int64_t ks = 0; ks < splits; ++ks) sum += p.as<const float>()[(ks * tokens + t) * width + head * d + i];
+    v[i] = static_cast<float>(sum);
+  }
+  if (!is_q && !is_k) return v;
+  if (cfg_at(cfg, kCfgQkNorm) != 0) {
+    const std::vector<double> n =
+        ref_rmsnorm(v.data(), d, ref_weight<uint16_t>(wtab, layer, is_q ? kWqNorm : kWkNorm), cfg_eps(cfg));
+    for (int64_t i = 0; i < d; ++i) v[i] = static_cast<float>(n[i]);
+  }
+  std::vector<float> r(v);
+  for (int64_t i = 0; i < d / 2; ++i) {
+    const double angle = static_cast<float>(position) * inv_freq.as<const float>()[i];
+    r[i] = static_cast<float>(v[i] * std::cos(angle) - v[i + d / 2] * std::sin(angle));
+    r[i + d / 2] = static_cast<float>(v[i + d / 2] * std::cos(angle) + v[i] * std::sin(angle));
+  }
+  return r;
+}
+
+// The cache slot of `position` in sequence `sequence` (block_table: S x MAXB page ids).
+inline int64_t ref_kv_slot(const BufferView& cfg, const BufferView& table, int64_t sequence, int64_t position) {
+  const int64_t page_size = cfg_at(cfg, kCfgPageSize);
+  return int64_t{table.as<const int32_t>()[sequence * table.dim(1) + position / page_size]} * page_size +
+         position % page_size;
+}
+
 }  // namespace evt::kernels::llm
