@@ -1,7 +1,7 @@
 #pragma once
 // Finishes (head, token) pairs of the QKV projection (qkv_head.h: the K splits added, Qwen3's
-// per-head RMSNorm, RoPE): a query head to q, a key or value head appended to the
-// paged cache at the token's slot. Only a step in which some sequence has several tokens (a
+// per-head RMSNorm, RoPE): a query head to q, a key or value head appended to the paged cache at
+// the token's slot. Only a step in which some sequence has several tokens (a
 // prefill chunk) runs these tiles: a token attends to the keys of the tokens before it in the same
 // step, so every key must be in the cache before any attention starts. In a step of one token per
 // sequence decode attention finishes its own heads instead (decode_attention.h), and the graph

@@ -23,9 +23,9 @@ struct QkvHeads {
   const float* inv_freq;    // D / 2
 };
 
-// reads: cfg, wtab and p_qkv at `first`, inv_freq at `first` + 1 (both bodies list them so).
-// kv_heads from the cache's shape (L x SLOTS x HKV x D), the head counts from the buffers' shapes
-// rather than cfg, so that nothing waits on cfg's load.
+// From a body's reads: cfg at 0, wtab at 1, p_qkv at `first` and inv_freq at `first` + 1 (both
+// bodies list them so). The head counts come from the buffers' shapes (kv_heads from the cache's,
+// L x SLOTS x HKV x D) rather than cfg, so that no load waits on cfg's.
 EVT_HD inline QkvHeads qkv_heads(const DevBuffer* reads, int first, int64_t layer, int64_t kv_heads, int64_t d) {
   const DevBuffer& p = reads[first];
   QkvHeads q;
