@@ -20,7 +20,7 @@ void decode_attention_reference(const TileArgs& a) {
   const BufferView &pos = a.reads[7], &seq = a.reads[8], &table = a.reads[9];
   const int64_t l = a.tile[0], t = a.tile[1], h = a.tile[2], s = a.tile[3];
   const int64_t tokens = p_qkv.dim(1), d = cfg_at(cfg, kCfgHeadDim), heads = cfg_at(cfg, kCfgHeads);
-  const int64_t slots = kc.dim(1), kv_heads = kc.dim(2);
+  const int64_t kv_heads = kc.dim(2);
   const int64_t group = heads / kv_heads, split = cfg_at(cfg, kCfgKvSplitLen);
   const int64_t position = pos.as<const int32_t>()[t], kv_len = position + 1;
   const int64_t p0 = std::min(s * split, kv_len), p1 = std::min(p0 + split, kv_len);
@@ -29,27 +29,24 @@ void decode_attention_reference(const TileArgs& a) {
   // token's own position takes its k and v from there too, appending them to the cache.
   const bool finishes = cfg_at(cfg, kCfgAttentionFinishes) != 0;
   const bool appends = finishes && p0 < p1 && p1 == kv_len;
-  std::vector<double> own_k(static_cast<size_t>(d)), own_v(static_cast<size_t>(d));
+  std::vector<double> own[2];  // k, v of the own position, as the cache holds them
   if (appends) {
     const int64_t slot = ref_kv_slot(cfg, table, sequence, position);
-    for (int64_t kv = 0; kv < 2; ++kv) {
+    for (int kv = 0; kv < 2; ++kv) {
       const std::vector<float> x = ref_qkv_head(cfg, wtab, p_qkv, inv_freq, l, t, heads + kv * kv_heads + h, position);
-      uint16_t* row = a.writes[2 + kv].as<uint16_t>() + ((l * slots + slot) * kv_heads + h) * d;
+      uint16_t* row = a.writes[2 + kv].as<uint16_t>() + ref_kv_row(a.writes[2 + kv], l, slot, h);
       for (int64_t i = 0; i < d; ++i) {
         row[i] = f32_to_bf16(x[i]);
-        (kv == 0 ? own_k : own_v)[i] = bf16_to_f32(row[i]);
+        own[kv].push_back(bf16_to_f32(row[i]));
       }
     }
   }
-  auto key = [&](int64_t p, int64_t i) {
-    if (appends && p == position) return own_k[i];
+  // Element i of position p's key (kv = 0) or value (1).
+  auto cached = [&](int kv, int64_t p, int64_t i) {
+    if (appends && p == position) return own[kv][i];
+    const BufferView& cache = kv == 0 ? kc : vc;
     const int64_t slot = ref_kv_slot(cfg, table, sequence, p);
-    return static_cast<double>(bf16_to_f32(kc.as<const uint16_t>()[((l * slots + slot) * kv_heads + h) * d + i]));
-  };
-  auto value = [&](int64_t p, int64_t i) {
-    if (appends && p == position) return own_v[i];
-    const int64_t slot = ref_kv_slot(cfg, table, sequence, p);
-    return static_cast<double>(bf16_to_f32(vc.as<const uint16_t>()[((l * slots + slot) * kv_heads + h) * d + i]));
+    return static_cast<double>(bf16_to_f32(cache.as<const uint16_t>()[ref_kv_row(cache, l, slot, h) + i]));
   };
   for (int64_t g = 0; g < group; ++g) {
     const int64_t hq = h * group + g;
@@ -59,7 +56,7 @@ void decode_attention_reference(const TileArgs& a) {
     std::vector<double> scores;
     for (int64_t p = p0; p < p1; ++p) {
       double dot = 0;
-      for (int64_t i = 0; i < d; ++i) dot += static_cast<double>(q[i]) * key(p, i);
+      for (int64_t i = 0; i < d; ++i) dot += static_cast<double>(q[i]) * cached(0, p, i);
       scores.push_back(dot / std::sqrt(static_cast<double>(d)));
     }
     double max = -std::numeric_limits<double>::infinity(), sum = 0;
@@ -68,7 +65,7 @@ void decode_attention_reference(const TileArgs& a) {
     for (int64_t p = p0; p < p1; ++p) {
       const double e = std::exp(scores[p - p0] - max);
       sum += e;
-      for (int64_t i = 0; i < d; ++i) out[i] += e * value(p, i);
+      for (int64_t i = 0; i < d; ++i) out[i] += e * cached(1, p, i);
     }
     float* o = a.writes[0].as<float>() + ((s * tokens + t) * heads + hq) * d;
     for (int64_t i = 0; i < d; ++i) o[i] = sum > 0 ? static_cast<float>(out[i] / sum) : 0.0f;

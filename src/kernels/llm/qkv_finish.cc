@@ -29,8 +29,7 @@ void qkv_finish_reference(const TileArgs& a) {
     }
     const BufferView& cache = a.writes[is_k ? 1 : 2];
     const int64_t slot = ref_kv_slot(cfg, table, seq.as<const int32_t>()[t], position);
-    const int64_t kv_head = head - heads - (is_k ? 0 : kv_heads);
-    uint16_t* row = cache.as<uint16_t>() + ((l * cache.dim(1) + slot) * kv_heads + kv_head) * d;
+    uint16_t* row = cache.as<uint16_t>() + ref_kv_row(cache, l, slot, head - heads - (is_k ? 0 : kv_heads));
     for (int64_t i = 0; i < d; ++i) row[i] = f32_to_bf16(v[i]);
   }
 }

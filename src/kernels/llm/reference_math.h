@@ -124,6 +124,11 @@ inline std::vector<float> ref_qkv_head(const BufferView& cfg, const BufferView& 
   return r;
 }
 
+// The first element of (layer, slot, KV head)'s row in a cache of L x SLOTS x HKV x D.
+inline int64_t ref_kv_row(const BufferView& cache, int64_t layer, int64_t slot, int64_t kv_head) {
+  return ((layer * cache.dim(1) + slot) * cache.dim(2) + kv_head) * cache.dim(3);
+}
+
 // The cache slot of `position` in sequence `sequence` (block_table: S x MAXB page ids).
 inline int64_t ref_kv_slot(const BufferView& cfg, const BufferView& table, int64_t sequence, int64_t position) {
   const int64_t page_size = cfg_at(cfg, kCfgPageSize);
