@@ -204,8 +204,9 @@ __device__ void decode_attention_mma(const Block& b, const int64_t* tile, const 
   const int32_t lane_page = ln < split_pages ? a.pages[first_page + ln] : 0;
 
   // In a decode step, the query heads (and the own k and v) finished from the projection's partial
-  // sums, a warp each; none for a split past the token's context.
-  const QkvHeads qh = qkv_heads(reads, 2, l, kv_heads, D);
+  // sums, a warp each; none for a split past the token's context. A step with a prefill chunk
+  // loads nothing for them.
+  const QkvHeads qh = a.finishes ? qkv_heads(reads, 2, l, kv_heads, D) : QkvHeads{};
   const int jobs = a.appends ? a.group + 2 : a.finishes && a.p0 < a.p1 ? a.group : 0;
   for (int job = w; job < jobs; job += nwarps) {
     float v[D / 32];

@@ -41,6 +41,18 @@ EVT_HD inline QkvHeads qkv_heads(const DevBuffer* reads, int first, int64_t laye
   return q;
 }
 
+// sinf and cosf of one angle. On the GPU sincosf reduces the argument once for both: each of
+// sinf and cosf carries its own slow path for large angles (a loop over a table in local
+// memory), inlined at every call, and a decode entry finishes heads in several places.
+EVT_HD inline void sin_cos(float angle, float& s, float& c) {
+#if defined(__CUDA_ARCH__)
+  sincosf(angle, &s, &c);
+#else
+  s = sinf(angle);
+  c = cosf(angle);
+#endif
+}
+
 // Head `head` (a column block of p_qkv: q heads, then k, then v) of token t at `position`. The
 // loads do not depend on one another, so they are all issued before any is used: a load that
 // waits on another is a round trip of 1-2 us while other SMs stream weights. A load past the last
@@ -88,8 +100,9 @@ EVT_HD void finish_qkv_head(const Block& b, const QkvHeads& q, int64_t t, int64_
   }
   if (is_q || is_k) {
     for (int j = 0; j < kHalf; ++j) {
-      const float angle = static_cast<float>(position) * freq[j];
-      const float c = cosf(angle), s = sinf(angle), lo = v[j], hi = v[j + kHalf];
+      float c, s;
+      sin_cos(static_cast<float>(position) * freq[j], s, c);
+      const float lo = v[j], hi = v[j + kHalf];
       v[j] = lo * c - hi * s;
       v[j + kHalf] = hi * c + lo * s;
     }
