@@ -12,7 +12,12 @@
 // The tiles come from a row panel of a matrix, stored k-block-major (kernels/llm/weight_tiles.h):
 // tile (g, kb) at base + (kb * stride + g) * kStreamTileBytes, base the panel's start. A task
 // reads groups [g0, g0 + groups) over k-blocks [kb0, kb0 + kblocks), k-block by k-block,
-// `passes` times over (once per pass of tokens, gemv.h). A chunk never spans two passes.
+// `passes` times over (once per pass of tokens, gemv.h).
+//
+// A task of several rounds (the LM head's: gemv.h) reads `rounds` whole panels one after another
+// in each pass, every k-block of each: panels lie end to end, so round r + 1 starts where round r
+// ends. Every round has `groups` groups but the last, which has `last_groups` (the matrix's last
+// panel may be narrower). A chunk never spans two rounds or two passes.
 
 #include <cstdint>
 #include <cstring>
@@ -35,10 +40,14 @@ struct WeightStream {
   int64_t g0 = 0, groups = 0;
   int64_t kb0 = 0, kblocks = 0;
   int64_t passes = 0;
+  int64_t rounds = 1, last_groups = 0;  // last_groups: with rounds > 1 only
 
-  EVT_HD int64_t tiles_per_pass() const { return groups * kblocks; }
+  EVT_HD int64_t round_groups(int64_t r) const { return rounds > 1 && r == rounds - 1 ? last_groups : groups; }
   EVT_HD int64_t chunks() const {
-    return base == nullptr ? 0 : passes * ((tiles_per_pass() + kChunkTiles - 1) / kChunkTiles);
+    if (base == nullptr) return 0;
+    int64_t per_pass = 0;
+    for (int64_t r = 0; r < rounds; ++r) per_pass += (round_groups(r) * kblocks + kChunkTiles - 1) / kChunkTiles;
+    return passes * per_pass;
   }
 };
 
@@ -53,8 +62,12 @@ class StreamCursor {
         pass_start_(kblock_),
         kblock_bytes_(s.stride * kStreamTileBytes),
         groups_(static_cast<uint32_t>(s.groups)),
-        tiles_per_pass_(static_cast<uint32_t>(s.tiles_per_pass())),
-        left_(s.base == nullptr ? 0 : tiles_per_pass_),
+        first_groups_(groups_),
+        last_groups_(static_cast<uint32_t>(s.round_groups(s.rounds - 1))),
+        kblocks_(static_cast<uint32_t>(s.kblocks)),
+        left_(s.base == nullptr ? 0 : groups_ * kblocks_),
+        rounds_left_(static_cast<uint32_t>(s.rounds - 1)),
+        rounds_(static_cast<uint32_t>(s.rounds)),
         passes_left_(s.base == nullptr || s.passes == 0 ? 0 : static_cast<uint32_t>(s.passes - 1)) {}
 
   EVT_HD bool done() const { return left_ == 0; }
@@ -93,19 +106,32 @@ class StreamCursor {
       }
     }
     run(piece, bytes, from);
-    if (left_ == 0 && passes_left_ > 0) {  // the next pass reads the same tiles again
+    if (left_ > 0) return;
+    if (rounds_left_ > 0) {  // the next panel, which starts where this one ended
+      --rounds_left_;
+      start_round(rounds_left_ == 0 ? last_groups_ : first_groups_);
+    } else if (passes_left_ > 0) {  // the next pass reads the same tiles again
       --passes_left_;
-      left_ = tiles_per_pass_;
+      rounds_left_ = rounds_ - 1;
       kblock_ = pass_start_;
-      g_ = 0;
+      start_round(rounds_left_ == 0 ? last_groups_ : first_groups_);
     }
   }
 
  private:
+  // A round of `groups` groups from kblock_ on; a round of whole panels (rounds > 1) has as many
+  // tiles in a k-block as groups.
+  EVT_HD void start_round(uint32_t groups) {
+    groups_ = groups;
+    if (rounds_ > 1) kblock_bytes_ = int64_t{groups} * kStreamTileBytes;
+    left_ = groups * kblocks_;
+    g_ = 0;
+  }
+
   const unsigned char* kblock_;  // group g0 of the k-block being read
   const unsigned char* pass_start_;
   int64_t kblock_bytes_;
-  uint32_t groups_, g_ = 0, tiles_per_pass_, left_, passes_left_;
+  uint32_t groups_, first_groups_, last_groups_, kblocks_, g_ = 0, left_, rounds_left_, rounds_, passes_left_;
 };
 
 // A body's view of its stream: acquire() returns the next chunk's tiles once they are in memory,

@@ -61,10 +61,11 @@ namespace {
 // the busiest worker's share the least it can be. A tile's warps share its work evenly whatever
 // its size, so one tile per worker is best (each tile stages its input once), unless its groups
 // would not fit the warps' registers (kMaxTileGroups): then as few rounds of tiles as do.
+int64_t tile_rounds(int64_t rows, int64_t group, int workers) {
+  return ceil_div(ceil_div(ceil_div(rows, group), std::max(workers, 1)), kMaxTileGroups);
+}
 int64_t rows_per_tile(int64_t rows, int64_t group, int workers) {
-  const int64_t groups = ceil_div(rows, group), w = std::max(workers, 1);
-  const int64_t rounds = ceil_div(ceil_div(groups, w), kMaxTileGroups);
-  return group * ceil_div(groups, w * rounds);
+  return group * ceil_div(ceil_div(rows, group), std::max(workers, 1) * tile_rounds(rows, group, workers));
 }
 
 // K splits of the QKV projection, whose tiles are whole heads: the most that keep heads x splits
@@ -160,7 +161,10 @@ Tiling weight_tiling(const ModelConfig& c, int workers) {
   t.workers = workers;
   t.rows_h = rows_per_tile(c.hidden_size, llm::kTileRows, workers);
   t.rows_i = rows_per_tile(c.intermediate_size, 8, workers);  // gate and up rows share a group
+  // The LM head runs its rounds in one task (gemv.h's rounds), so it gets one tile a worker of
+  // lm_rounds panels of rows_v rows.
   t.rows_v = rows_per_tile(c.vocab_size, llm::kTileRows, workers);
+  t.lm_rounds = tile_rounds(c.vocab_size, llm::kTileRows, workers);
   if (c.moe) t.rows_e = rows_per_tile(std::max<int64_t>(1, c.moe->num_experts), llm::kTileRows, workers);
   return t;
 }
@@ -236,7 +240,7 @@ Expected<StepPlan> plan_step(const ModelConfig& c, const Tiling& tiling, const K
       {"V", c.vocab_size},
       {"NH", ceil_div(c.hidden_size, tiling.rows_h)},
       {"NI", ceil_div(c.intermediate_size, tiling.rows_i)},
-      {"NV", ceil_div(c.vocab_size, tiling.rows_v)},
+      {"NV", ceil_div(c.vocab_size, tiling.rows_v * tiling.lm_rounds)},
       {"KQ", ceil_div(c.hidden_size, qkv_split_len)},
       {"KVS", ceil_div(batch.longest_context(), tiling.kv_split_len)},
       {"SLOTS", kv.slots()},
@@ -273,6 +277,7 @@ Expected<StepPlan> plan_step(const ModelConfig& c, const Tiling& tiling, const K
   cfg[llm::kCfgRowsH] = static_cast<int32_t>(tiling.rows_h);
   cfg[llm::kCfgRowsI] = static_cast<int32_t>(tiling.rows_i);
   cfg[llm::kCfgRowsV] = static_cast<int32_t>(tiling.rows_v);
+  cfg[llm::kCfgLmRounds] = static_cast<int32_t>(tiling.lm_rounds);
   cfg[llm::kCfgHeads] = static_cast<int32_t>(c.num_heads);
   cfg[llm::kCfgKvHeads] = static_cast<int32_t>(c.num_kv_heads);
   cfg[llm::kCfgHeadDim] = static_cast<int32_t>(c.head_dim);

@@ -48,7 +48,8 @@ struct StepBatch {
 struct Tiling {
   int64_t rows_h = 16;     // embedding, o_proj, down
   int64_t rows_i = 32;     // gate/up
-  int64_t rows_v = 256;    // lm_head
+  int64_t rows_v = 256;    // lm_head: rows per round (a row panel of its weights)
+  int64_t lm_rounds = 1;   // lm_head: rounds per tile
   int64_t qkv_splits = 1;  // KQ
   int64_t kv_split_len = 256;
   int64_t rows_e = 16;     // MoE router (moe_graph.h)

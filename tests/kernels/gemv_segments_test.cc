@@ -1,10 +1,13 @@
 // The GEMV's segments (kernels/llm/gemv.h): when a pass's staged rows do not fit the scratch, the
 // stage is refilled a segment of k-blocks at a time mid-stream, and the outputs are those of one
 // segment, bit for bit (the tiles are added in the same order), and match a double reference.
+// And its rounds: a task of several row panels gives what one task per panel gives, bit for bit.
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <stdexcept>
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -37,31 +40,56 @@ struct Problem {
   std::vector<float> x;             // tokens x cols
 };
 
-Problem make_problem(int64_t rows, int64_t cols, int64_t tokens) {
+// Rows x cols weights in panels of `panel_rows` rows (0: one panel), tokens x cols inputs.
+Problem make_problem(int64_t rows, int64_t cols, int64_t tokens, int64_t panel_rows = 0) {
   Problem p{rows, cols, tokens, {}, {}, {}};
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> u(-1, 1);
   std::vector<uint16_t> plain(static_cast<size_t>(rows * cols));
   for (auto& v : plain) v = f32_to_bf16(u(rng));
-  p.w.resize(static_cast<size_t>(tiled_shape(rows, cols).bytes() / 2));
-  pack_tiled(rows, cols, rows, [&](int64_t n) { return plain.data() + n * cols; }, p.w.data());
+  p.w.resize(static_cast<size_t>(tiled_shape(rows, cols, panel_rows).bytes() / 2));
+  pack_tiled(rows, cols, panel_rows, [&](int64_t n) { return plain.data() + n * cols; }, p.w.data());
   for (int64_t k = 0; k < cols; ++k) p.norm_w.push_back(f32_to_bf16(0.5f + u(rng) * 0.25f));
   for (int64_t i = 0; i < tokens * cols; ++i) p.x.push_back(u(rng));
   return p;
 }
 
-// The tile over every row of the problem, on a block with `scratch` bytes: tokens x rows outputs.
-template <class Block>
-std::vector<float> run(const Problem& pr, const Block& b, bool norm) {
-  std::vector<float> out(static_cast<size_t>(pr.tokens * pr.rows), NAN);
+GemvInput input_of(const Problem& pr, bool norm) {
   GemvInput in{.x = pr.x.data(), .ld = pr.cols, .tokens = pr.tokens};
   if (norm) {
     in.norm_w = pr.norm_w.data();
     in.norm_len = pr.cols;
     in.eps = 1e-6f;
   }
-  gemv_run(b, gemv_task(1, in, pr.w.data(), tiled_shape(pr.rows, pr.cols), 0, pr.rows / kTileRows, 0, pr.cols, pr.rows,
-                        GemvOutput{.out = out.data(), .ld = pr.rows}));
+  return in;
+}
+
+// The tile over every row of the problem, on a block with `scratch` bytes: tokens x rows outputs.
+template <class Block>
+std::vector<float> run(const Problem& pr, const Block& b, bool norm) {
+  std::vector<float> out(static_cast<size_t>(pr.tokens * pr.rows), NAN);
+  gemv_run(b, gemv_task(1, input_of(pr, norm), pr.w.data(), tiled_shape(pr.rows, pr.cols), 0, pr.rows / kTileRows, 0,
+                        pr.cols, pr.rows, GemvOutput{.out = out.data(), .ld = pr.rows}));
+  return out;
+}
+
+// The problem's rows in panels of `panel` groups: one task of every panel as rounds, or one task
+// per panel.
+template <class Block>
+std::vector<float> run_panels(const Problem& pr, const Block& b, bool norm, int64_t panel, bool as_rounds) {
+  std::vector<float> out(static_cast<size_t>(pr.tokens * pr.rows), NAN);
+  const TiledShape shape = tiled_shape(pr.rows, pr.cols, panel * kTileRows);
+  const auto task = [&](int64_t g0, int64_t groups) {
+    return gemv_task(1, input_of(pr, norm), pr.w.data(), shape, g0, groups, 0, pr.cols, pr.rows,
+                     GemvOutput{.out = out.data(), .ld = pr.rows});
+  };
+  if (as_rounds) {
+    GemvTask j = task(0, panel);
+    j.rounds = (shape.groups + panel - 1) / panel;
+    gemv_run(b, j);
+  } else {
+    for (int64_t g0 = 0; g0 < shape.groups; g0 += panel) gemv_run(b, task(g0, std::min(panel, shape.groups - g0)));
+  }
   return out;
 }
 
@@ -111,6 +139,46 @@ TEST(GemvSegments, SegmentedOutputsMatchADoubleReference) {
       EXPECT_NEAR(out[t * pr.rows + n], want, 1e-3 * (1 + std::abs(want))) << "token " << t << " row " << n;
     }
   }
+}
+
+TEST(GemvRounds, RoundsGiveWhatOneTaskPerPanelGivesBitForBit) {
+  struct Shape {
+    int64_t groups, panel, kblocks, tokens;
+    int64_t scratch;  // 0: the serial block's
+  };
+  // Panels of 2 groups, the last of 1; panels wider than the host's 11 warps (12, 12, 6 groups),
+  // so that a round of two groups a warp is followed by a narrower one of one; 17 tokens in two
+  // passes over segments of 3 k-blocks, which every round after the first restages from the start.
+  for (const Shape& sh : {Shape{5, 2, 4, 1, 0}, Shape{30, 12, 3, 3, 0},
+                          Shape{5, 2, 23, 17, scratch_for(2, 16, 5) - 1}}) {
+    const Problem pr = make_problem(sh.groups * kTileRows, sh.kblocks * kTileCols - 8, sh.tokens, sh.panel * kTileRows);
+    const SmallScratchBlock small(sh.scratch > 0 ? sh.scratch : scratch_for(sh.panel, 16, sh.kblocks) + 64);
+    for (bool norm : {false, true}) {
+      const std::vector<float> per_panel = run_panels(pr, small, norm, sh.panel, false);
+      EXPECT_EQ(run_panels(pr, small, norm, sh.panel, true), per_panel)
+          << sh.groups << " groups in panels of " << sh.panel << ", " << sh.tokens << " tokens, "
+          << (norm ? "with" : "without") << " the norm";
+      EXPECT_EQ(std::count_if(per_panel.begin(), per_panel.end(), [](float v) { return std::isnan(v); }), 0);
+    }
+  }
+}
+
+TEST(GemvRounds, ATaskOfRoundsMustReadWholePanelsEveryColumn) {
+  const Problem pr = make_problem(4 * kTileRows, 3 * kTileCols, 1, 2 * kTileRows);
+  std::vector<float> out(static_cast<size_t>(pr.rows));
+  const TiledShape shape = tiled_shape(pr.rows, pr.cols, 2 * kTileRows);
+  const auto rounds_of = [&](int64_t g0, int64_t groups, int64_t k0) {
+    GemvTask j = gemv_task(1, input_of(pr, false), pr.w.data(), shape, g0, groups, k0, pr.cols, pr.rows,
+                           GemvOutput{.out = out.data(), .ld = pr.rows});
+    j.rounds = 2;
+    return j;
+  };
+  const SerialBlock b(nullptr);
+  EXPECT_THROW(gemv_run(b, rounds_of(1, 2, 0)), std::logic_error);          // not at a panel's start
+  EXPECT_THROW(gemv_run(b, rounds_of(0, 1, 0)), std::logic_error);          // part of a panel
+  EXPECT_THROW(gemv_run(b, rounds_of(0, 2, kTileCols)), std::logic_error);  // not every column
+  EXPECT_THROW(gemv_run(b, rounds_of(2, 2, 0)), std::logic_error);          // a last round past the matrix
+  EXPECT_NO_THROW(gemv_run(b, rounds_of(0, 2, 0)));
 }
 
 }  // namespace

@@ -194,6 +194,7 @@ HostTensor make_cfg(const CaseSpec& s) {
   cfg[kl::kCfgHeadDim] = static_cast<int32_t>(s.head_dim);
   cfg[kl::kCfgAttentionFinishes] = s.appends ? 1 : 0;
   cfg[kl::kCfgFinishPairs] = static_cast<int32_t>(s.finish_pairs);
+  cfg[kl::kCfgLmRounds] = static_cast<int32_t>(s.lm_rounds);
   return i32_tensor("cfg", cfg, {kl::kCfgWords});
 }
 
@@ -495,7 +496,7 @@ void build_down_proj(Case& c, Rng& rng) {
 // across the cases).
 void build_lm_head(Case& c, Rng& rng) {
   const CaseSpec& s = c.spec;
-  c.grid = {ceil_div(s.vocab, s.rows)};
+  c.grid = {ceil_div(s.vocab, s.rows * s.lm_rounds)};
   std::vector<int32_t> rows(static_cast<size_t>(s.tokens));
   std::iota(rows.begin(), rows.end(), 0);
   rng.shuffle(rows);
@@ -790,17 +791,24 @@ std::vector<CaseSpec> make_specs() {
     }
   }
   // The LM head normalizes x[L % 2]: odd and even L; S of T tokens.
+  // Tiles of several rounds (gemv.h): the last tile's last round narrower than the others (1000
+  // rows are 63 groups; 1500 are 94, the last tile's rounds 22 and 6 groups), over one pass and
+  // three.
   struct LmHead {
-    int64_t t, seqs, h, v, rows, layers;
+    int64_t t, seqs, h, v, rows, layers, rounds = 1;
   };
   for (const LmHead& m : std::vector<LmHead>{{1, 1, 8, 97, 16, 3},
                                              {3, 2, 24, 200, 16, 2},
                                              {17, 5, 136, 97, 32, 3},
                                              {97, 97, 24, 200, 48, 2},
                                              {3, 2, 40, 1000, 352, 3},
-                                             {40, 40, 40, 1000, 352, 2}}) {  // 22 groups a tile, 40 sequences
+                                             {40, 40, 40, 1000, 352, 2},  // 22 groups a tile, 40 sequences
+                                             {1, 1, 40, 1000, 32, 3, 3},
+                                             {40, 40, 24, 1000, 32, 2, 3},
+                                             {3, 2, 40, 1500, 352, 3, 3}}) {
     CaseSpec s = spec("lm_head");
     s.tokens = m.t, s.seqs = m.seqs, s.hidden = m.h, s.vocab = m.v, s.rows = m.rows, s.layers = m.layers;
+    s.lm_rounds = m.rounds;
     add(s);
   }
   struct LogitRows {
@@ -865,6 +873,7 @@ std::string case_name(const CaseSpec& s) {
   field(kKvHeads, "HQ", s.heads, "_HKV", s.kv_heads, "_D", s.head_dim);
   field(kHeads, "HQ", s.heads, "_D", s.head_dim);
   field(kRows, "rows", s.rows);
+  if (s.lm_rounds > 1) field(kRows, "x", s.lm_rounds);
   field(kQkvSplit, "ksplit", s.qkv_split, "x", qkv_splits(s));
   field(kPaging, "page", s.page_size, "_ctx", s.max_context);
   field(kKvSplit, "kvsplit", s.kv_split, "_extra", s.kv_extra_splits);

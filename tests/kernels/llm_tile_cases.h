@@ -81,6 +81,7 @@ struct CaseSpec {
   int64_t hidden = 8, inter = 8, vocab = 97;
   int64_t heads = 4, kv_heads = 4, head_dim = 64;
   int64_t rows = 1;
+  int64_t lm_rounds = 1;  // lm_head: rounds of `rows` rows per tile (cfg lm_rounds)
   int64_t qkv_split = 8, qkv_extra_splits = 0;  // K elements per QKV split; splits past ceil(H / split)
   int64_t page_size = 16, max_context = 8;      // KV pages; positions are < max_context
   int64_t kv_split = 32, kv_extra_splits = 0;   // positions per attention split; splits past the longest

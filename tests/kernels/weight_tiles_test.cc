@@ -94,5 +94,22 @@ TEST(WeightStream, PartOfAPanelStreamsOnePiecePerKBlock) {
   EXPECT_EQ(chunks[1][0], Piece((4 + per_chunk) * 3 + 1, 2 * kStreamTileBytes, 0u));
 }
 
+TEST(WeightStream, RoundsStreamWholePanelsEndToEndAndEachPassReadsThemAll) {
+  // Three rounds of whole panels of 3, 3 and 2 groups over 11 k-blocks (33, 33 and 22 tiles),
+  // two passes: a chunk ends with its round, and the second pass starts again at the first panel.
+  WeightStream s{.base = reinterpret_cast<const unsigned char*>(uintptr_t{1} << 20), .stride = 3, .g0 = 0, .groups = 3,
+                 .kb0 = 0, .kblocks = 11, .passes = 2, .rounds = 3, .last_groups = 2};
+  const auto chunks = chunks_of(s);
+  static_assert(kChunkTiles == 32, "the chunks below are of 32 tiles");
+  const std::vector<std::vector<Piece>> pass = {
+      {Piece(0, 32 * kStreamTileBytes, 0u)}, {Piece(32, kStreamTileBytes, 0u)},         // round 0: 33 tiles
+      {Piece(33, 32 * kStreamTileBytes, 0u)}, {Piece(65, kStreamTileBytes, 0u)},        // round 1
+      {Piece(66, 22 * kStreamTileBytes, 0u)}};                                          // round 2: 22 tiles
+  std::vector<std::vector<Piece>> want = pass;
+  want.insert(want.end(), pass.begin(), pass.end());
+  EXPECT_EQ(chunks, want);
+  EXPECT_EQ(s.chunks(), 10);
+}
+
 }  // namespace
 }  // namespace evt::kernels::llm

@@ -1,5 +1,6 @@
-// What plan_step binds for a step: here, who finishes the QKV projection's heads and appends the
-// step's keys and values to the cache (kernels/llm/decode_attention.h, qkv_finish.h).
+// What plan_step binds for a step: who finishes the QKV projection's heads and appends the step's
+// keys and values to the cache (kernels/llm/decode_attention.h, qkv_finish.h), and how the LM
+// head is tiled.
 
 #include <gtest/gtest.h>
 
@@ -54,6 +55,20 @@ TEST(PlanStep, ADecodeStepLetsAttentionFinishItsHeadsAndAPrefillChunkBindsQkvFin
   ASSERT_TRUE(plan.ok()) << plan.status().message();
   EXPECT_EQ(plan->dims.at("NQF"), 128);
   EXPECT_EQ(plan->cfg[llm::kCfgFinishPairs], 16);
+}
+
+TEST(PlanStep, TheLmHeadIsOneTaskAWorkerInRoundsOfPanelsTheWarpsHold) {
+  auto c = preset_config("qwen3-0.6b");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  // 151,936 rows are 9,496 groups, 72 a worker: 4 rounds of 18 groups (the warps hold 22).
+  const Tiling tiling = default_tiling(*c, 1, 64, 132);
+  EXPECT_EQ(tiling.rows_v, 18 * 16);
+  EXPECT_EQ(tiling.lm_rounds, 4);
+  auto plan = plan_step(*c, tiling, KvGeometry{16, 256}, batch_of({0}, 1));
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  EXPECT_EQ(plan->dims.at("NV"), 132);
+  EXPECT_EQ(plan->cfg[llm::kCfgRowsV], 18 * 16);
+  EXPECT_EQ(plan->cfg[llm::kCfgLmRounds], 4);
 }
 
 }  // namespace

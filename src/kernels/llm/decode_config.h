@@ -31,12 +31,13 @@ enum Cfg : int {
   kCfgQkvSplitLen,    // K elements per QKV split (a multiple of 32: whole weight tiles)
   kCfgRowsH,          // output rows per tile of the H-wide groups (embedding, o_proj, down): a multiple of 16
   kCfgRowsI,          // rows of I per gate/up tile: a multiple of 8
-  kCfgRowsV,          // vocab rows per lm_head tile: a multiple of 16
+  kCfgRowsV,          // vocab rows per lm_head round (a row panel of its weights): a multiple of 16
   kCfgHeads,          // HQ
   kCfgKvHeads,        // HKV
   kCfgHeadDim,        // D
   kCfgAttentionFinishes,  // 1: a decode step (one token per sequence): attention finishes its q, k and v (no qkv_finish tiles)
   kCfgFinishPairs,        // (head, token) pairs per qkv_finish tile (steps with a prefill chunk)
+  kCfgLmRounds,           // rounds of kCfgRowsV rows per lm_head tile (gemv.h)
   // Qwen3-MoE (model/moe_graph.h); 0 in a dense model. From the end, so that the dense words
   // above can grow without moving these.
   kCfgMoeRowsDn = 24,      // rows of H per moe_expert_down tile of a sparse layer: a multiple of 16

@@ -102,8 +102,18 @@ struct GemvTask {
   int64_t k0 = 0, k1 = 0;       // columns; k0 a multiple of kTileCols, k1 - k0 of 8
   int64_t outputs = 0;          // outputs at or past this are not written
   GemvOutput out;
+  // Rounds > 1: the tile is `rounds` whole row panels of `groups` groups, every column, multiplied
+  // one after another with one staging of the input: round r has the groups [g0 + r groups,
+  // + groups) that the matrix has. For a tile too tall for the warps' registers (the LM head's, a
+  // worker's share of the vocabulary), so that its task pays the wait, the norm and the staging,
+  // the hand-off and the notification once rather than once per panel.
+  int64_t rounds = 1;
 
   EVT_HD bool empty() const { return groups <= 0 || in.tokens <= 0; }
+  EVT_HD int64_t round_g0(int64_t r) const { return g0 + r * groups; }
+  EVT_HD int64_t round_groups(int64_t r) const {
+    return rounds == 1 ? groups : min_of(groups, shape.groups - round_g0(r));
+  }
 };
 
 // How a tile's work is laid out in scratch and over the warps; every thread computes the same.
@@ -145,13 +155,18 @@ EVT_HD constexpr int64_t gemv_min_scratch(int64_t groups, int warps) {
   return kGemvHeaderBytes + gemv_slot_bytes(groups, warps) + staged_row(1) * 2;
 }
 
+// How `groups` groups are dealt to the plan's warps: P warps a group, or Q groups a warp.
+EVT_HD inline void deal_groups(GemvPlan& p, int64_t groups) {
+  p.groups_per_warp = gemv_groups_per_warp(groups, p.warps);
+  p.per_group = groups <= p.warps ? p.warps / static_cast<int>(max_of<int64_t>(groups, 1)) : 1;
+}
+
 template <class Block>
 EVT_HD GemvPlan gemv_plan(const Block& b, const GemvTask& j) {
   const Scratch s = b.scratch();
   GemvPlan p;
   p.warps = gemv_warps(b);
-  p.groups_per_warp = gemv_groups_per_warp(j.groups, p.warps);
-  p.per_group = j.groups <= p.warps ? static_cast<int>(p.warps / max_of<int64_t>(j.groups, 1)) : 1;
+  deal_groups(p, j.groups);
   p.kblocks = (j.k1 - j.k0 + kTileCols - 1) / kTileCols;
   const int64_t room = s.bytes - kGemvHeaderBytes - gemv_slot_bytes(j.groups, p.warps);
   // Every token of a pass staged, k-blocks in segments of what then fits (the padding of
@@ -186,6 +201,8 @@ EVT_HD WeightStream gemv_stream(const Block& b, const GemvTask& j) {
   s.kb0 = j.k0 / kTileCols;
   s.kblocks = p.kblocks;
   s.passes = p.passes;
+  s.rounds = j.rounds;
+  s.last_groups = j.round_groups(j.rounds - 1);
   return s;
 }
 
@@ -367,11 +384,12 @@ __device__ inline void mma_tile(const unsigned char* tile, const uint16_t* const
   }
 }
 
-// A warp's share of one pass: every chunk of the pass from the reader, its tiles into registers,
-// then its sums into its slots. restage(kb) refills the stage with the segment from k-block kb;
-// every warp calls it at the same tile of the stream, as every warp reads every chunk.
+// A warp's share of one pass over `groups` groups (one round of it: gemv_run): every chunk from
+// the reader, its tiles into registers, then its sums into its slots. restage(kb) refills the
+// stage with the segment from k-block kb; every warp calls it at the same tile of the stream, as
+// every warp reads every chunk.
 template <int kNT, class Reader, class Restage>
-__device__ void gemv_pass_warp(const GemvPlan& p, int64_t groups, int64_t count, const WeightStream& s,
+__device__ void gemv_pass_warp(const GemvPlan& p, int64_t groups, int64_t count, int32_t tiles_per_pass,
                                Reader& reader, Restage&& restage) {
   const int w = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
   const int g = lane / 4, c = lane % 4;
@@ -380,7 +398,6 @@ __device__ void gemv_pass_warp(const GemvPlan& p, int64_t groups, int64_t count,
   for (int nt = 0; nt < kNT; ++nt) x[nt] = p.stage + min_of<int64_t>(nt * 8 + g, count - 1) * p.stride + 8 * c;
   float acc0[kNT][4] = {}, acc1[kNT][4] = {};
   WarpTiles mine(p, groups, w);
-  const auto tiles_per_pass = static_cast<int32_t>(s.tiles_per_pass());
   Segments seg(p, groups, tiles_per_pass);
   for (int32_t lo = 0; lo < tiles_per_pass; lo += kChunkTiles) {
     const unsigned char* tiles = reader.acquire();
@@ -421,7 +438,7 @@ __device__ void gemv_pass_warp(const GemvPlan& p, int64_t groups, int64_t count,
 // The same on the host: the one thread plays each warp in turn, chunk by chunk (segment by
 // segment within a chunk), with a scalar multiply in float, adding into the slots.
 template <class Reader, class Restage>
-inline void gemv_pass_host(const GemvPlan& p, int64_t groups, int64_t count, const WeightStream& s, Reader& reader,
+inline void gemv_pass_host(const GemvPlan& p, int64_t groups, int64_t count, int32_t tiles_per_pass, Reader& reader,
                            Restage&& restage) {
   for (int w = 0; w < p.warps; ++w) {
     for (int q = 0; q < p.groups_per_warp; ++q) {
@@ -431,7 +448,6 @@ inline void gemv_pass_host(const GemvPlan& p, int64_t groups, int64_t count, con
   }
   std::vector<WarpTiles> warps;
   for (int w = 0; w < p.warps; ++w) warps.emplace_back(p, groups, w);
-  const auto tiles_per_pass = static_cast<int32_t>(s.tiles_per_pass());
   Segments seg(p, groups, tiles_per_pass);
   for (int32_t lo = 0; lo < tiles_per_pass; lo += kChunkTiles) {
     const unsigned char* tiles = reader.acquire();
@@ -474,11 +490,12 @@ EVT_HD inline void gemv_store(const GemvTask& j, int64_t t, int64_t n, const flo
   }
 }
 
-// The tile: every pass stages its tokens, streams the weights once, and writes each (token,
-// output) (an empty column range gives zeros); an empty task does nothing. The weights must be the
-// stream gemv_stream(b, j) describes; the scratch at least gemv_min_scratch(groups, warps). It
-// ends without a block barrier after its last pass: a caller that reads the outputs or reuses the
-// scratch syncs first (the megakernel does after every body), so that a task pays one, not two.
+// The tile: every pass stages its tokens, streams the weights once (round by round), and writes
+// each (token, output) (an empty column range gives zeros); an empty task does nothing. The
+// weights must be the stream gemv_stream(b, j) describes; the scratch at least
+// gemv_min_scratch(groups, warps). It ends without a block barrier after its last pass: a caller
+// that reads the outputs or reuses the scratch syncs first (the megakernel does after every body),
+// so that a task pays one, not two.
 template <class Block>
 EVT_HD void gemv_run(const Block& b, const GemvTask& j) {
   static_assert(kTileRows == 16, "a group holds 16 outputs of one matrix or 8 of two");
@@ -492,6 +509,13 @@ EVT_HD void gemv_run(const Block& b, const GemvTask& j) {
   }
   if (j.in.norm_w != nullptr && j.k1 > j.in.norm_len) {
     throw std::logic_error("gemv: a normed tile's columns lie within the normed row (stage_pass stages them)");
+  }
+  if (j.rounds < 1 || j.round_groups(j.rounds - 1) <= 0) {
+    throw std::logic_error("gemv: a task has at least one round, and its last round has groups");
+  }
+  if (j.rounds > 1 && (j.g0 % j.shape.panel != 0 || j.groups != j.shape.panel || j.k0 != 0 ||
+                       p.kblocks != j.shape.kblocks)) {
+    throw std::logic_error("gemv: a task of several rounds reads whole row panels, every column of each");
   }
   if (j.g0 + j.groups > j.shape.panel_first(j.g0) + j.shape.panel_width(j.g0)) {
     throw std::logic_error("gemv: the tile's row groups straddle two panels of the weight layout");
@@ -510,34 +534,49 @@ EVT_HD void gemv_run(const Block& b, const GemvTask& j) {
       b.sync();
       stage_segment(b, j.in, p, c0, count, j.k0 + kb * kTileCols, j.k1);
     };
+    for (int64_t r = 0; r < j.rounds; ++r) {
+      // A later round reuses the slots, which the previous round's outputs were read from, and
+      // starts from the first segment.
+      if (r > 0 && p.seg_kblocks < p.kblocks) {
+        restage(0);
+      } else if (r > 0) {
+        b.sync();
+      }
+      // A narrower last round is dealt to the warps as a task of its groups alone would be, so
+      // that its sums are added in the same order.
+      const int64_t g0 = j.round_g0(r), groups = j.round_groups(r);
+      const auto tiles = static_cast<int32_t>(groups * p.kblocks);
+      GemvPlan pr = p;
+      deal_groups(pr, groups);
 #if defined(__CUDA_ARCH__)
-    if (count > 8) {
-      gemv_pass_warp<2>(p, j.groups, count, s, reader, restage);
-    } else {
-      gemv_pass_warp<1>(p, j.groups, count, s, reader, restage);
-    }
+      if (count > 8) {
+        gemv_pass_warp<2>(pr, groups, count, tiles, reader, restage);
+      } else {
+        gemv_pass_warp<1>(pr, groups, count, tiles, reader, restage);
+      }
 #else
-    gemv_pass_host(p, j.groups, count, s, reader, restage);
+      gemv_pass_host(pr, groups, count, tiles, reader, restage);
 #endif
-    b.sync();
-    // (token, output) pairs, outputs fastest so that the stores are contiguous. Group gi's sums
-    // are in the slots of warps gi + u * groups (u < P), or of warp gi % W (its (gi / W)-th
-    // group), added in that order.
-    const auto per_token = static_cast<int32_t>(j.groups * outs);
-    for (int32_t e = b.thread(); e < count * per_token; e += b.threads()) {
-      const int32_t t = e / per_token, gi = e % per_token >> outs_log2, o = e & (outs - 1);
-      const int64_t n = (j.g0 + gi) * outs + o;
-      if (n >= j.outputs) continue;
-      float v[2] = {};
-      for (int u = 0; u < p.per_group; ++u) {
-        const float* slot = j.groups <= p.warps ? gemv_slot(p, static_cast<int>(gi + u * j.groups), 0)
-                                                : gemv_slot(p, gi % p.warps, gi / p.warps);
-        for (int r = 0; r < j.matrices; ++r) v[r] += slot[(o + r * outs) * kPassTokens + t];
+      b.sync();
+      // (token, output) pairs, outputs fastest so that the stores are contiguous. Group gi's sums
+      // are in the slots of warps gi + u * groups (u < P), or of warp gi % W (its (gi / W)-th
+      // group), added in that order.
+      const auto per_token = static_cast<int32_t>(groups * outs);
+      for (int32_t e = b.thread(); e < count * per_token; e += b.threads()) {
+        const int32_t t = e / per_token, gi = e % per_token >> outs_log2, o = e & (outs - 1);
+        const int64_t n = (g0 + gi) * outs + o;
+        if (n >= j.outputs) continue;
+        float v[2] = {};
+        for (int u = 0; u < pr.per_group; ++u) {
+          const float* slot = groups <= pr.warps ? gemv_slot(pr, static_cast<int>(gi + u * groups), 0)
+                                                : gemv_slot(pr, gi % pr.warps, gi / pr.warps);
+          for (int rr = 0; rr < j.matrices; ++rr) v[rr] += slot[(o + rr * outs) * kPassTokens + t];
+        }
+        if (j.in.norm_w != nullptr) {
+          for (int rr = 0; rr < j.matrices; ++rr) v[rr] = static_cast<float>(v[rr] * p.scale[t]);
+        }
+        gemv_store(j, c0 + t, n, v);
       }
-      if (j.in.norm_w != nullptr) {
-        for (int r = 0; r < j.matrices; ++r) v[r] = static_cast<float>(v[r] * p.scale[t]);
-      }
-      gemv_store(j, c0 + t, n, v);
     }
     if (pass + 1 < p.passes) b.sync();  // the next pass reuses the slots and the stage
   }

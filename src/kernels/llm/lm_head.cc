@@ -12,8 +12,8 @@ void lm_head_reference(const TileArgs& a) {
   const BufferView &cfg = a.reads[0], &x = a.reads[1], &final_w = a.reads[2], &logit_rows = a.reads[3];
   const BufferView &w = a.reads[4], &out = a.writes[0], &best = a.writes[1];
   const int64_t tokens = x.dim(1), hidden = x.dim(2), seqs = out.dim(0), vocab = out.dim(1);
-  const int64_t per_tile = cfg_at(cfg, kCfgRowsV), tiles = best.dim(1);
-  const TiledMatrix lm = ref_tiled(w.as<const uint16_t>(), vocab, hidden, per_tile);
+  const int64_t panel = cfg_at(cfg, kCfgRowsV), per_tile = panel * cfg_at(cfg, kCfgLmRounds), tiles = best.dim(1);
+  const TiledMatrix lm = ref_tiled(w.as<const uint16_t>(), vocab, hidden, panel);
   for (int64_t s = 0; s < seqs; ++s) {
     const float* row = x.as<const float>() + ((cfg_at(cfg, kCfgLayers) % 2) * tokens + logit_rows.as<const int32_t>()[s]) * hidden;
     const RefNormedInput xn = ref_normed_input(row, hidden, final_w.as<const uint16_t>(), cfg_eps(cfg));
