@@ -124,14 +124,19 @@ EVT_HD inline AttentionSplit attention_split(const int64_t* tile, const DevBuffe
   return a;
 }
 
-// Token t's own k and v of KV head h, finished and appended to the cache by one warp each (job 0:
-// k, 1: v); returns the values as the cache holds them, in the lanes' layout.
+// The head (a column block of p_qkv) of a tile's finishing job: its query heads first (jobs below
+// the group), then, when the split appends, token t's own k (job = group) and v of KV head h.
+EVT_HD inline int64_t finished_head(const QkvHeads& q, const AttentionSplit& a, int64_t h, int job) {
+  return job < a.group ? h * a.group + job : q.heads + (job - a.group) * q.kv_heads + h;
+}
+
+// Token t's own k (which 0) or v (1) of KV head h, finished in v, appended to the cache; v becomes
+// the values as the cache holds them, in the lanes' layout.
 template <int D, class Block>
-EVT_HD void append_own(const Block& b, const QkvHeads& q, const AttentionSplit& a, const int64_t* tile,
-                       const DevBuffer* writes, int job, float (&v)[D / lanes()]) {
-  const int64_t l = tile[0], t = tile[1], h = tile[2];
-  finish_qkv_head<D>(b, q, t, q.heads + job * q.kv_heads + h, a.position, v);
-  const DevBuffer& cache = writes[2 + job];
+EVT_HD void append_own(const Block& b, const AttentionSplit& a, const int64_t* tile, const DevBuffer* writes,
+                       int which, float (&v)[D / lanes()]) {
+  const int64_t l = tile[0], h = tile[2];
+  const DevBuffer& cache = writes[2 + which];
   uint16_t* out = cache.as<uint16_t>() + kv_row(cache, l, kv_slot(a.pages, a.position, a.page_size), h);
   for (int j = 0; j < D / lanes(); ++j) {
     const uint16_t x = f32_to_bf16(v[j]);
@@ -208,18 +213,14 @@ __device__ void decode_attention_mma(const Block& b, const int64_t* tile, const 
   // loads nothing for them.
   const QkvHeads qh = a.finishes ? qkv_heads(reads, 2, l, kv_heads, D) : QkvHeads{};
   const int jobs = a.appends ? a.group + 2 : a.finishes && a.p0 < a.p1 ? a.group : 0;
+  // One call site for every job, so that the finishing's code is inlined once.
   for (int job = w; job < jobs; job += nwarps) {
     float v[D / 32];
-    if (job < a.group) {
-      finish_qkv_head<D>(b, qh, t, h * a.group + job, a.position, v);
-      EVT_UNROLL
-      for (int j = 0; j < D / 32; ++j) q_rows[job * D + ln + 32 * j] = v[j];
-    } else {
-      append_own<D>(b, qh, a, tile, writes, job - a.group, v);
-      float* keep = job == a.group ? own_k : own_v;
-      EVT_UNROLL
-      for (int j = 0; j < D / 32; ++j) keep[ln + 32 * j] = v[j];
-    }
+    finish_qkv_head<D>(b, qh, t, finished_head(qh, a, h, job), a.position, v);
+    if (job >= a.group) append_own<D>(b, a, tile, writes, job - a.group, v);
+    float* keep = job < a.group ? q_rows + job * D : job == a.group ? own_k : own_v;
+    EVT_UNROLL
+    for (int j = 0; j < D / 32; ++j) keep[ln + 32 * j] = v[j];
   }
   if (a.finishes) b.sync();
 
@@ -366,7 +367,7 @@ void decode_attention_rows(const Block& b, const int64_t* tile, const DevBuffer*
   float qv[kMaxGroup][D];
   for (int g = 0; g < a.group; ++g) {
     if (a.finishes) {
-      finish_qkv_head<D>(b, qh, t, h * a.group + g, a.position, qv[g]);
+      finish_qkv_head<D>(b, qh, t, finished_head(qh, a, h, g), a.position, qv[g]);
     } else {
       const float* q = reads[4].as<const float>() + (t * heads + h * a.group + g) * D;
       for (int j = 0; j < D; ++j) qv[g][j] = q[j];
@@ -376,8 +377,10 @@ void decode_attention_rows(const Block& b, const int64_t* tile, const DevBuffer*
   }
   if (a.appends) {
     float own_k[D], v[D];
-    append_own<D>(b, qh, a, tile, writes, 0, own_k);
-    append_own<D>(b, qh, a, tile, writes, 1, v);
+    finish_qkv_head<D>(b, qh, t, finished_head(qh, a, h, a.group), a.position, own_k);
+    append_own<D>(b, a, tile, writes, 0, own_k);
+    finish_qkv_head<D>(b, qh, t, finished_head(qh, a, h, a.group + 1), a.position, v);
+    append_own<D>(b, a, tile, writes, 1, v);
     for (int j = 0; j < D; ++j) own_v[j] = v[j];
     for (int g = 0; g < a.group; ++g) {
       own_m[g] = 0;
