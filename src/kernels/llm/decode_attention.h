@@ -376,12 +376,13 @@ void decode_attention_rows(const Block& b, const int64_t* tile, const DevBuffer*
     w_m[g] = -INFINITY, w_sum[g] = 0;
   }
   if (a.appends) {
-    float own_k[D], v[D];
-    finish_qkv_head<D>(b, qh, t, finished_head(qh, a, h, a.group), a.position, own_k);
-    append_own<D>(b, a, tile, writes, 0, own_k);
-    finish_qkv_head<D>(b, qh, t, finished_head(qh, a, h, a.group + 1), a.position, v);
-    append_own<D>(b, a, tile, writes, 1, v);
-    for (int j = 0; j < D; ++j) own_v[j] = v[j];
+    float own[2][D];  // k, v
+    for (int which = 0; which < 2; ++which) {
+      finish_qkv_head<D>(b, qh, t, finished_head(qh, a, h, a.group + which), a.position, own[which]);
+      append_own<D>(b, a, tile, writes, which, own[which]);
+    }
+    const float* own_k = own[0];
+    for (int j = 0; j < D; ++j) own_v[j] = own[1][j];
     for (int g = 0; g < a.group; ++g) {
       own_m[g] = 0;
       for (int j = 0; j < D; ++j) own_m[g] += qv[g][j] * own_k[j];
