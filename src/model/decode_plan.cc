@@ -11,6 +11,7 @@
 #include "kernels/llm/moe_plan.h"
 #include "kernels/llm/sample.h"
 #include "model/moe_graph.h"
+#include "runtime/megakernel/shared_memory.h"
 #include "util/int_math.h"
 
 namespace evt::model {
@@ -96,6 +97,55 @@ int64_t kv_splits(int64_t heads, int64_t longest_context, int workers) {
     if (cost < best_cost) best = s, best_cost = cost;
   }
   return best;
+}
+
+// A projection tile's shape as its scratch sees it: columns, row groups and tokens (gemv.h).
+struct GemvShape {
+  int64_t k, groups, tokens;
+  bool normed = false;  // an f32 input the tile norms while it stages it (gemv.h's stage_pass)
+};
+
+// Whether some layer has a dense MLP (in a MoE model, one of mlp_only_layers or off the sparse step).
+bool has_dense_mlp(const ModelConfig& c) {
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    if (!c.is_moe_layer(l)) return true;
+  }
+  return false;
+}
+
+// The scratch a step asks for, at least `least` (what its bodies cannot run in less). The shared
+// memory it leaves goes to the weight ring, in whole 32 KiB stages, and the rest to the L1 (which
+// holds the threads' stacks and spills). Staging every projection input whole, a step of B >= 16
+// on the wider models would take all the scratch a block allows and leave the ring two stages
+// (64 KiB a block in flight), with which the passes stream slower. So the scratch is the least in
+// which every projection input takes as few segments (restagings that stop the pass: gemv.h) as
+// in the most that leaves three stages; and that most when a normed input takes more than one.
+// Such an input's first segment is staged on the way of the norm's read of the whole row, and
+// each later one reads its floats again, an L2 round trip per octet and thread (stage_segment),
+// so the first is kept as wide as it can be: traced, Qwen3-8B's gate/up at B = 16 restaged its
+// second segment of 44 k-blocks in 6.2 us.
+//
+// On an H200 (f88b589, ctx 512), against all the scratch a block allows: three stages made
+// Qwen3-8B's steps at B = 16 / 32 / 64 3.4 / 4.0 / 4.4% shorter (with 127 KiB; 2.9 / 3.7 / 4.6% with
+// 109, where its gate/up input's segments are 84 and 44 k-blocks rather than 100 and 28) and
+// Qwen3-1.7B's 6.5 / 7.7 / 8.3% (109 KiB; 6.0 / 7.0 / 8.0% with 127); Qwen3-30B-A3B's at B = 16
+// 5.8% shorter with 97 KiB, in which its inputs take as many segments as in 127 (4.8%); and 97
+// KiB made Qwen3-0.6B's 4.8% longer at B = 16, its down input then staged in two segments, not one.
+int64_t step_scratch(int64_t least, const std::vector<GemvShape>& gemvs, int warps) {
+  namespace llm = kernels::llm;
+  const int64_t most = std::min<int64_t>(llm::kDecodeScratchBytes, mk::scratch_leaving_stages(3));
+  int64_t scratch = least;
+  for (const GemvShape& g : gemvs) {
+    const int64_t kblocks = ceil_div(g.k, llm::kTileCols);
+    const int64_t segments = llm::gemv_segments(g.k, g.groups, g.tokens, warps, most);
+    if (g.normed && segments > 1) {
+      scratch = std::max(scratch, most);
+    } else {
+      const int64_t per_segment = ceil_div(kblocks, segments);
+      scratch = std::max(scratch, llm::gemv_scratch_bytes(per_segment * llm::kTileCols, g.groups, g.tokens, warps));
+    }
+  }
+  return round_up(scratch, 1024);
 }
 
 // Sampling inputs of the right sizes, each sequence's penalized tokens in the vocab and
@@ -249,24 +299,28 @@ Expected<StepPlan> plan_step(const ModelConfig& c, const Tiling& tiling, const K
       {"P", std::max<int64_t>(1, static_cast<int64_t>(batch.penalties.size() / 2))},
       {"LMW", llm::tiled_shape(c.vocab_size, c.hidden_size).bytes() / 2},
   };
+  // The scratch the bodies cannot run in less: attention's, the merge's, the MoE plan's, and each
+  // projection tile's sums with one staged k-block.
   const int warps = llm::kDecodeThreads / 32;
-  int64_t scratch = std::max(llm::attention_scratch_bytes(c.head_dim, warps),
-                             llm::attention_merge_scratch_bytes(plan.dims["KVS"]));
-  const auto gemv = [&](int64_t k, int64_t groups, int64_t rows_in) {
-    scratch = std::max(scratch, llm::gemv_scratch_bytes(k, groups, rows_in, warps));
+  int64_t least = std::max(llm::attention_scratch_bytes(c.head_dim, warps),
+                           llm::attention_merge_scratch_bytes(plan.dims["KVS"]));
+  std::vector<GemvShape> gemvs{
+      {qkv_split_len, c.head_dim / llm::kTileRows, tokens, true},
+      {c.q_size(), tiling.rows_h / llm::kTileRows, tokens},
+      {c.hidden_size, tiling.rows_v / llm::kTileRows, seqs, true},
   };
-  gemv(qkv_split_len, c.head_dim / llm::kTileRows, tokens);
-  gemv(c.q_size(), tiling.rows_h / llm::kTileRows, tokens);
-  gemv(c.hidden_size, tiling.rows_i / 8, tokens);
-  gemv(c.intermediate_size, tiling.rows_h / llm::kTileRows, tokens);
-  gemv(c.hidden_size, tiling.rows_v / llm::kTileRows, seqs);
-  if (c.has_moe_layers()) {  // router, an expert's gate/up and down (an expert may get every token), plan
-    gemv(c.hidden_size, tiling.rows_e / llm::kTileRows, tokens);
-    gemv(c.hidden_size, tiling.rows_xi / 8, tokens);
-    gemv(c.moe->moe_intermediate_size, tiling.rows_dn / llm::kTileRows, tokens);
-    scratch = std::max(scratch, llm::moe_plan_scratch_bytes(c.moe->num_experts, c.moe->num_experts_per_tok, warps));
+  if (has_dense_mlp(c)) {  // gate/up and down (in a MoE model, a dense layer's expert tiles)
+    gemvs.push_back({c.hidden_size, tiling.rows_i / 8, tokens, true});
+    gemvs.push_back({c.intermediate_size, tiling.rows_h / llm::kTileRows, tokens});
   }
-  plan.scratch_bytes = std::min<int64_t>(round_up(scratch, 1024), llm::kDecodeScratchBytes);
+  if (c.has_moe_layers()) {  // router, an expert's gate/up and down (an expert may get every token), plan
+    gemvs.push_back({c.hidden_size, tiling.rows_e / llm::kTileRows, tokens, true});
+    gemvs.push_back({c.hidden_size, tiling.rows_xi / 8, tokens, true});
+    gemvs.push_back({c.moe->moe_intermediate_size, tiling.rows_dn / llm::kTileRows, tokens});
+    least = std::max(least, llm::moe_plan_scratch_bytes(c.moe->num_experts, c.moe->num_experts_per_tok, warps));
+  }
+  for (const GemvShape& g : gemvs) least = std::max(least, llm::gemv_min_scratch(g.groups, warps));
+  plan.scratch_bytes = step_scratch(least, gemvs, warps);
   auto& cfg = plan.cfg;
   cfg[llm::kCfgLayers] = static_cast<int32_t>(c.num_layers);
   cfg[llm::kCfgEpsBits] = std::bit_cast<int32_t>(static_cast<float>(c.rms_norm_eps));

@@ -113,6 +113,9 @@ TEST(GemvSegments, ASegmentedPassGivesTheOneSegmentOutputsBitForBit) {
   ASSERT_EQ(p.pass_tokens, 5);
   ASSERT_EQ(p.seg_kblocks, 3);
   ASSERT_EQ(p.passes, 1);
+  // What the step's planning counts for this tile (model/decode_plan.cc): 41 k-blocks in 3s.
+  EXPECT_EQ(gemv_segments(pr.cols, 2, pr.tokens, kHostWarps, scratch_for(2, 5, 3) + 40), 14);
+  EXPECT_EQ(gemv_segments(pr.cols, 2, pr.tokens, kHostWarps, scratch_for(2, 5, 41)), 1);
   for (bool norm : {false, true}) {
     const std::vector<float> whole = run(pr, SerialBlock(nullptr), norm);
     EXPECT_EQ(run(pr, small, norm), whole) << (norm ? "with" : "without") << " the norm";
@@ -128,6 +131,7 @@ TEST(GemvSegments, SegmentedOutputsMatchADoubleReference) {
   ASSERT_EQ(p.pass_tokens, 16);
   ASSERT_EQ(p.seg_kblocks, 3);
   ASSERT_EQ(p.passes, 2);
+  EXPECT_EQ(gemv_segments(pr.cols, 3, pr.tokens, kHostWarps, scratch_for(3, 16, 5) - 1), 8);  // 23 k-blocks in 3s
   const std::vector<float> out = run(pr, small, false);
   for (int64_t t = 0; t < pr.tokens; ++t) {
     for (int64_t n = 0; n < pr.rows; ++n) {

@@ -4,9 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include "kernels/llm/decode_attention.h"
 #include "kernels/llm/decode_config.h"
+#include "kernels/llm/gemv.h"
 #include "model/decode_plan.h"
 #include "model/presets.h"
+#include "runtime/megakernel/shared_memory.h"
 
 namespace evt::model {
 namespace {
@@ -69,6 +72,50 @@ TEST(PlanStep, TheLmHeadIsOneTaskAWorkerInRoundsOfPanelsTheWarpsHold) {
   EXPECT_EQ(plan->dims.at("NV"), 132);
   EXPECT_EQ(plan->cfg[llm::kCfgRowsV], 18 * 16);
   EXPECT_EQ(plan->cfg[llm::kCfgLmRounds], 4);
+}
+
+TEST(PlanStep, TheScratchIsTheLeastInWhichTheInputsTakeAsFewSegmentsAsInThreeRingStagesScratchOrAllOfIt) {
+  const KvGeometry kv{16, 1024};  // 64 sequences of eight pages
+  const int warps = llm::kDecodeThreads / 32;
+  const int64_t three = mk::scratch_leaving_stages(3);
+  const auto scratch = [&](const ModelConfig& c, int64_t seqs) {
+    std::vector<int32_t> token_seq;
+    for (int32_t s = 0; s < seqs; ++s) token_seq.push_back(s);
+    auto plan = plan_step(c, default_tiling(c, seqs, 512, 132), kv, batch_of(token_seq, seqs));
+    EXPECT_TRUE(plan.ok()) << plan.status().message();
+    return plan.ok() ? plan->scratch_bytes : int64_t{-1};
+  };
+  // A dense model's down projection: intermediate_size columns, rows_h rows a tile.
+  const auto down_segments = [&](const ModelConfig& c, int64_t tokens, int64_t bytes) {
+    const int64_t groups = weight_tiling(c, 132).rows_h / llm::kTileRows;
+    return llm::gemv_segments(c.intermediate_size, groups, tokens, warps, bytes);
+  };
+  for (const char* preset : {"qwen3-0.6b", "qwen3-8b", "qwen3-30b-a3b"}) {
+    auto c = preset_config(preset);
+    ASSERT_TRUE(c.ok()) << c.status().message();
+    // Attention's scratch is the least any step asks for: B = 1 stages every input whole in it.
+    const int64_t attention = llm::attention_scratch_bytes(c->head_dim, warps);
+    EXPECT_EQ(scratch(*c, 1), (attention + 1023) / 1024 * 1024) << preset;
+    for (int64_t b : {16, 64}) EXPECT_LE(scratch(*c, b), three) << preset << " B = " << b;
+  }
+  // 1.7B at B = 16: its down input (6,144 columns) takes two segments in three stages' scratch,
+  // and in the step's, but three in 1 KiB less.
+  auto c = preset_config("qwen3-1.7b");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  const int64_t wide = scratch(*c, 16);
+  EXPECT_LT(wide, three);
+  EXPECT_EQ(down_segments(*c, 16, three), 2);
+  EXPECT_EQ(down_segments(*c, 16, wide), 2);
+  EXPECT_GT(down_segments(*c, 16, wide - 1024), 2);
+  // 8B at B = 16: its gate/up input, normed while staged, takes two segments even in three
+  // stages' scratch, whose first is then as wide as it can be.
+  c = preset_config("qwen3-8b");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(scratch(*c, 16), three);
+  // 0.6B at B = 16: its down input (3,072 columns) is staged whole.
+  c = preset_config("qwen3-0.6b");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(down_segments(*c, 16, scratch(*c, 16)), 1);
 }
 
 }  // namespace

@@ -16,8 +16,9 @@ namespace evt::kernels::llm {
 // SM's four scheduler partitions, whose register files are 64 KiB each: so ptxas may give a thread
 // 168 registers. A 13th warp puts four on one partition and caps every thread at 128 (at 12 task
 // warps the dense static entry then had 128 registers and a 496-byte stack; bench/README.md).
-// The most scratch a step asks for leaves two 32 KiB stages for the weight ring; steps that ask
-// for less (B = 1 does) get four.
+// kDecodeScratchBytes is the most a launch allows (it would leave the weight ring two 32 KiB
+// stages); a step asks for less (model/decode_plan.cc's step_scratch), so that the ring keeps
+// three, and no less than attention's 97 KiB at head_dim 128.
 inline constexpr int kDecodeThreads = 352;
 inline constexpr int kDecodeScratchBytes = 159 * 1024;
 

@@ -161,6 +161,33 @@ EVT_HD inline void deal_groups(GemvPlan& p, int64_t groups) {
   p.per_group = groups <= p.warps ? p.warps / static_cast<int>(max_of<int64_t>(groups, 1)) : 1;
 }
 
+// How a pass stages its input in `room` bytes of stage: every token of a pass staged, k-blocks in
+// segments of what then fits (the padding of staged_row comes with an even count: one block fewer
+// is odd and has none); fewer tokens only if a pass's tokens do not fit one k-block each.
+struct GemvStaging {
+  int64_t pass_tokens;
+  int64_t seg_kblocks;
+};
+EVT_HD constexpr GemvStaging gemv_staging(int64_t kblocks, int64_t tokens, int64_t room) {
+  GemvStaging st{};
+  st.pass_tokens = max_of<int64_t>(1, min_of<int64_t>(min_of<int64_t>(kPassTokens, tokens), room / (staged_row(1) * 2)));
+  int64_t seg = min_of<int64_t>(kblocks, room / (st.pass_tokens * kTileCols * 2));
+  if (seg > 1 && st.pass_tokens * staged_row(seg) * 2 > room) --seg;
+  st.seg_kblocks = max_of<int64_t>(1, seg);
+  return st;
+}
+EVT_HD constexpr int64_t gemv_stage_room(int64_t scratch_bytes, int64_t groups, int warps) {
+  return scratch_bytes - kGemvHeaderBytes - gemv_slot_bytes(groups, warps);
+}
+// The segments a pass of a tile of `groups` groups over `k` columns stages its input in, with
+// `scratch_bytes` of scratch: the pass stops to restage before each but the first. For planning a
+// step's scratch (model/decode_plan.cc).
+EVT_HD constexpr int64_t gemv_segments(int64_t k, int64_t groups, int64_t tokens, int warps, int64_t scratch_bytes) {
+  const int64_t kblocks = (k + kTileCols - 1) / kTileCols;
+  const GemvStaging st = gemv_staging(kblocks, tokens, gemv_stage_room(scratch_bytes, groups, warps));
+  return (kblocks + st.seg_kblocks - 1) / st.seg_kblocks;
+}
+
 template <class Block>
 EVT_HD GemvPlan gemv_plan(const Block& b, const GemvTask& j) {
   const Scratch s = b.scratch();
@@ -168,15 +195,9 @@ EVT_HD GemvPlan gemv_plan(const Block& b, const GemvTask& j) {
   p.warps = gemv_warps(b);
   deal_groups(p, j.groups);
   p.kblocks = (j.k1 - j.k0 + kTileCols - 1) / kTileCols;
-  const int64_t room = s.bytes - kGemvHeaderBytes - gemv_slot_bytes(j.groups, p.warps);
-  // Every token of a pass staged, k-blocks in segments of what then fits (the padding of
-  // staged_row comes with an even count: one block fewer is odd and has none); fewer tokens only
-  // if a pass's tokens do not fit one k-block each.
-  p.pass_tokens = max_of<int64_t>(1, min_of<int64_t>(min_of<int64_t>(kPassTokens, j.in.tokens),
-                                                     room / (staged_row(1) * 2)));
-  int64_t seg = min_of<int64_t>(p.kblocks, room / (p.pass_tokens * kTileCols * 2));
-  if (seg > 1 && p.pass_tokens * staged_row(seg) * 2 > room) --seg;
-  p.seg_kblocks = max_of<int64_t>(1, seg);
+  const GemvStaging st = gemv_staging(p.kblocks, j.in.tokens, gemv_stage_room(s.bytes, j.groups, p.warps));
+  p.pass_tokens = st.pass_tokens;
+  p.seg_kblocks = st.seg_kblocks;
   p.stride = staged_row(p.seg_kblocks);
   p.passes = (j.in.tokens + p.pass_tokens - 1) / p.pass_tokens;
   p.red = reinterpret_cast<double*>(s.data);

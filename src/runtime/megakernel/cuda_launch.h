@@ -5,6 +5,7 @@
 
 #include <cuda_runtime.h>
 
+#include "runtime/megakernel/shared_memory.h"
 #include "runtime/megakernel/support.h"
 
 namespace evt::mk {
@@ -19,19 +20,10 @@ struct LaunchShape {
   static constexpr int kScratchBytes = 0;
 };
 
-// What a block may hold in dynamic shared memory on sm_90 (227 KiB), less room for the kernel's
-// static shared memory (the worker's words, WorkerShared, and the sample task's): with 223 KiB
-// dynamic, an H200 takes at most 4,096 bytes static and refuses the launch bound above it
-// (cudaFuncSetAttribute, in blocks_per_sm). cuobjdump's SHARED for the decode entries (4,864
-// bytes) counts more than the runtime does: entries it gave 4,480 bytes fitted, where a probe
-// kernel declaring 4,480 bytes was refused. So the headroom left is not known to the byte.
-inline constexpr int kSharedMemoryLimit = 223 * 1024;
-
 // The launch's tuning knobs (launch_knobs.cc), each read once: its default, or an environment
 // variable that overrides it for measurements.
 // The most stages a weight ring may take, up to `most`: EVT_RING_STAGES (1 to `most`), else
-// kDefaultRingStages (launch_knobs.cc says why 4).
-inline constexpr int kDefaultRingStages = 4;
+// kDefaultRingStages (shared_memory.h).
 int ring_stage_cap(int most);
 // The sleep between two polls of a wait, ns: EVT_POLL_NS (0 to 100000), to measure what the
 // pollers cost the memory system (a hundred SMs may poll one counter).
