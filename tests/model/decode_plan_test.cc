@@ -10,6 +10,7 @@
 #include "model/decode_plan.h"
 #include "model/presets.h"
 #include "runtime/megakernel/shared_memory.h"
+#include "util/int_math.h"
 
 namespace evt::model {
 namespace {
@@ -116,6 +117,23 @@ TEST(PlanStep, TheScratchIsTheLeastInWhichTheInputsTakeAsFewSegmentsAsInThreeRin
   c = preset_config("qwen3-0.6b");
   ASSERT_TRUE(c.ok()) << c.status().message();
   EXPECT_EQ(down_segments(*c, 16, scratch(*c, 16)), 1);
+}
+
+TEST(DefaultTiling, ARoutedExpertGetsTheTileCountWhoseTilesForTheExpectedExpertsTakeTheFewestRounds) {
+  auto c = preset_config("qwen3-30b-a3b");  // 128 experts, top-8; gate/up 96 groups, down 128 (22 fit the warps)
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  struct Case {
+    int64_t tokens, gate_up_tiles, down_tiles;
+  };
+  // B = 8: 50.3 experts expected. Six gate/up tiles an expert (rows_per_tile's, for two workers an
+  // expert) are 302 tiles, three rounds of 132 workers; five are 252, two rounds of longer tiles.
+  // Down keeps six: the fewest in which 22 groups a tile fit. B = 1 and 4 keep rows_per_tile's
+  // 16 and 8, which fill one and two rounds; B = 16 has the fewest that fit already.
+  for (const Case& k : std::vector<Case>{{1, 16, 16}, {4, 8, 8}, {8, 5, 6}, {16, 5, 6}}) {
+    const Tiling t = default_tiling(*c, k.tokens, 512, 132);
+    EXPECT_EQ(ceil_div(c->moe->moe_intermediate_size, t.rows_xi), k.gate_up_tiles) << "B = " << k.tokens;
+    EXPECT_EQ(ceil_div(c->hidden_size, t.rows_dn), k.down_tiles) << "B = " << k.tokens;
+  }
 }
 
 }  // namespace
