@@ -579,24 +579,31 @@ EVT_HD void gemv_run(const Block& b, const GemvTask& j) {
       gemv_pass_host(pr, groups, count, tiles, reader, restage);
 #endif
       b.sync();
-      // (token, output) pairs, outputs fastest so that the stores are contiguous. Group gi's sums
-      // are in the slots of warps gi + u * groups (u < P), or of warp gi % W (its (gi / W)-th
-      // group), added in that order.
+      // (token, output) pairs, outputs fastest so that the stores are contiguous: thread i takes
+      // pairs i, i + threads, ..., carrying the pair's token t and place r in the token's outputs
+      // from one to the next rather than dividing for them. Group gi's sums are in the slots of
+      // warps gi + u * groups (u < P), or of warp gi - W q (its q-th group, q = gi >= W: the
+      // groups are at most 2 W), added in that order.
       const auto per_token = static_cast<int32_t>(groups * outs);
-      for (int32_t e = b.thread(); e < count * per_token; e += b.threads()) {
-        const int32_t t = e / per_token, gi = e % per_token >> outs_log2, o = e & (outs - 1);
+      const int32_t dt = b.threads() / per_token, dr = b.threads() % per_token;
+      for (int32_t t = b.thread() / per_token, r = b.thread() % per_token; t < count;) {
+        const int32_t gi = r >> outs_log2, o = r & (outs - 1);
         const int64_t n = (g0 + gi) * outs + o;
-        if (n >= j.outputs) continue;
-        float v[2] = {};
-        for (int u = 0; u < pr.per_group; ++u) {
-          const float* slot = groups <= pr.warps ? gemv_slot(pr, static_cast<int>(gi + u * groups), 0)
-                                                : gemv_slot(pr, gi % pr.warps, gi / pr.warps);
-          for (int rr = 0; rr < j.matrices; ++rr) v[rr] += slot[(o + rr * outs) * kPassTokens + t];
+        if (n < j.outputs) {
+          float v[2] = {};
+          for (int u = 0; u < pr.per_group; ++u) {
+            const int q = groups > pr.warps && gi >= pr.warps ? 1 : 0;
+            const float* slot = gemv_slot(pr, groups <= pr.warps ? gi + u * static_cast<int32_t>(groups) : gi - q * pr.warps, q);
+            for (int rr = 0; rr < j.matrices; ++rr) v[rr] += slot[(o + rr * outs) * kPassTokens + t];
+          }
+          if (j.in.norm_w != nullptr) {
+            for (int rr = 0; rr < j.matrices; ++rr) v[rr] = static_cast<float>(v[rr] * p.scale[t]);
+          }
+          gemv_store(j, c0 + t, n, v);
         }
-        if (j.in.norm_w != nullptr) {
-          for (int rr = 0; rr < j.matrices; ++rr) v[rr] = static_cast<float>(v[rr] * p.scale[t]);
-        }
-        gemv_store(j, c0 + t, n, v);
+        t += dt;
+        r += dr;
+        if (r >= per_token) r -= per_token, ++t;
       }
     }
     if (pass + 1 < p.passes) b.sync();  // the next pass reuses the slots and the stage
