@@ -170,7 +170,8 @@ struct GemvStaging {
 };
 EVT_HD constexpr GemvStaging gemv_staging(int64_t kblocks, int64_t tokens, int64_t room) {
   GemvStaging st{};
-  st.pass_tokens = max_of<int64_t>(1, min_of<int64_t>(min_of<int64_t>(kPassTokens, tokens), room / (staged_row(1) * 2)));
+  st.pass_tokens =
+      max_of<int64_t>(1, min_of<int64_t>(min_of<int64_t>(kPassTokens, tokens), room / (staged_row(1) * 2)));
   int64_t seg = min_of<int64_t>(kblocks, room / (st.pass_tokens * kTileCols * 2));
   if (seg > 1 && st.pass_tokens * staged_row(seg) * 2 > room) --seg;
   st.seg_kblocks = max_of<int64_t>(1, seg);
@@ -591,9 +592,10 @@ EVT_HD void gemv_run(const Block& b, const GemvTask& j) {
         const int64_t n = (g0 + gi) * outs + o;
         if (n < j.outputs) {
           float v[2] = {};
+          const int q = groups > pr.warps && gi >= pr.warps ? 1 : 0;
           for (int u = 0; u < pr.per_group; ++u) {
-            const int q = groups > pr.warps && gi >= pr.warps ? 1 : 0;
-            const float* slot = gemv_slot(pr, groups <= pr.warps ? gi + u * static_cast<int32_t>(groups) : gi - q * pr.warps, q);
+            const int w = groups <= pr.warps ? gi + u * static_cast<int32_t>(groups) : gi - q * pr.warps;
+            const float* slot = gemv_slot(pr, w, q);
             for (int rr = 0; rr < j.matrices; ++rr) v[rr] += slot[(o + rr * outs) * kPassTokens + t];
           }
           if (j.in.norm_w != nullptr) {
