@@ -82,10 +82,10 @@ double expected_experts(int64_t experts, int64_t picks) {
 // share the workers with every other routed expert's. rows_per_tile's tiling for `per_expert`
 // workers an expert gives each expert as many tiles as the rounds its groups take of the warps'
 // registers times per_expert: that fills the workers when as many experts as the step has picks
-// are routed. Fewer are, and a tile fewer an expert can save a whole round of the workers, so of
-// the counts from the fewest the registers allow to that one, the tiling takes the one whose
-// tiles for the expected experts take the least time a worker (rounds of tiles over tile
-// length), the fewest on a tie. On an H200 (7c29596, Qwen3-30B-A3B, ctx 512) the steps at B = 4 /
+// are routed. Fewer usually are, and then a tile fewer an expert can save a whole round of the
+// workers. So of the counts from the fewest the registers allow to that one, the tiling takes the
+// one whose tiles for the expected experts take the least time a worker (its rounds of tiles
+// times a tile's groups), the fewest on a tie. On an H200 (7c29596, Qwen3-30B-A3B, ctx 512) the steps at B = 4 /
 // 8 / 16 / 32 with gate/up tiles of 5 to 12 an expert: 5 was 4.8% faster at B = 8 than the 6 of
 // rows_per_tile (302 expected tiles, three rounds, against 252, two); at B = 4 every other count
 // was slower than its 8 (up to 6.5%), and at B = 16 and 32 none was faster than its 5. Down tiles
