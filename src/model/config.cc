@@ -57,6 +57,13 @@ bool ModelConfig::has_moe_layers() const {
   return false;
 }
 
+bool ModelConfig::has_dense_layers() const {
+  for (int64_t l = 0; l < num_layers; ++l) {
+    if (!is_moe_layer(l)) return true;
+  }
+  return false;
+}
+
 namespace {
 
 const char* json_type_name(const json& value) { return value.is_number_integer() ? "integer" : value.type_name(); }

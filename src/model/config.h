@@ -78,6 +78,7 @@ struct ModelConfig {
   // The other layers have a dense MLP of intermediate_size.
   bool is_moe_layer(int64_t layer) const;
   bool has_moe_layers() const;
+  bool has_dense_layers() const;  // a layer with a dense MLP (every layer of a model without experts)
 
   bool operator==(const ModelConfig&) const = default;
 };

@@ -85,11 +85,12 @@ double expected_experts(int64_t experts, int64_t picks) {
 // are routed. Fewer usually are, and then a tile fewer an expert can save a whole round of the
 // workers. So of the counts from the fewest the registers allow to that one, the tiling takes the
 // one whose tiles for the expected experts take the least time a worker (its rounds of tiles
-// times a tile's groups), the fewest on a tie. On an H200 (7c29596, Qwen3-30B-A3B, ctx 512) the steps at B = 4 /
-// 8 / 16 / 32 with gate/up tiles of 5 to 12 an expert: 5 was 4.8% faster at B = 8 than the 6 of
-// rows_per_tile (302 expected tiles, three rounds, against 252, two); at B = 4 every other count
-// was slower than its 8 (up to 6.5%), and at B = 16 and 32 none was faster than its 5. Down tiles
-// of 7 to 16 were never faster than its 6 (B >= 8) and 8 (B = 4); this picks those.
+// times a tile's groups), the fewest on a tie. On an H200 (7c29596, Qwen3-30B-A3B, ctx 512) the
+// steps at B = 4 / 8 / 16 / 32 with gate/up tiles of 5 to 12 an expert: 5 was 4.8% faster at B =
+// 8 than the 6 of rows_per_tile (302 expected tiles, three rounds, against 252, two); at B = 4
+// every other count was slower than its 8 (up to 6.5%), and at B = 16 and 32 none was faster than
+// its 5. Down tiles of 7 to 16 were never faster than its 6 (B >= 8) and 8 (B = 4); this picks
+// those.
 int64_t expert_rows_per_tile(int64_t rows, int64_t group, int per_expert, double experts, int workers) {
   const int64_t groups = ceil_div(rows, group);
   const int64_t most_tiles = ceil_div(groups, ceil_div(rows_per_tile(rows, group, per_expert), group));
@@ -138,14 +139,6 @@ struct GemvShape {
   int64_t k, groups, tokens;
   bool normed = false;  // an f32 input the tile norms while it stages it (gemv.h's stage_pass)
 };
-
-// Whether some layer has a dense MLP (in a MoE model, one of mlp_only_layers or off the sparse step).
-bool has_dense_mlp(const ModelConfig& c) {
-  for (int64_t l = 0; l < c.num_layers; ++l) {
-    if (!c.is_moe_layer(l)) return true;
-  }
-  return false;
-}
 
 // The scratch a step asks for, at least `least` (what its bodies cannot run in less). The shared
 // memory it leaves goes to the weight ring, in whole 32 KiB stages, and the rest to the L1 (which
@@ -344,7 +337,7 @@ Expected<StepPlan> plan_step(const ModelConfig& c, const Tiling& tiling, const K
       {c.q_size(), tiling.rows_h / llm::kTileRows, tokens},
       {c.hidden_size, tiling.rows_v / llm::kTileRows, seqs, true},
   };
-  if (has_dense_mlp(c)) {  // gate/up and down (in a MoE model, a dense layer's expert tiles)
+  if (c.has_dense_layers()) {  // gate/up and down (in a MoE model, a dense layer's expert tiles)
     gemvs.push_back({c.hidden_size, tiling.rows_i / 8, tokens, true});
     gemvs.push_back({c.intermediate_size, tiling.rows_h / llm::kTileRows, tokens});
   }

@@ -113,6 +113,8 @@ TEST(Config, ParsesQwen3Moe) {
   EXPECT_EQ(c->moe->decoder_sparse_step, 1);
   EXPECT_TRUE(c->moe->mlp_only_layers.empty());
   for (int64_t l = 0; l < c->num_layers; ++l) EXPECT_TRUE(c->is_moe_layer(l)) << l;
+  EXPECT_TRUE(c->has_moe_layers());
+  EXPECT_FALSE(c->has_dense_layers());
   EXPECT_EQ(*c, *preset_config("qwen3-30b-a3b"));
   EXPECT_FALSE(parse_config(kQwen3Config, "config.json")->moe.has_value());
 }
@@ -146,10 +148,14 @@ TEST(Config, MoeLayersFollowTransformersRule) {
     if (c->is_moe_layer(l)) sparse.push_back(l);
   }
   EXPECT_EQ(sparse, (std::vector<int64_t>{1, 5}));  // 3 is sparse by the step but listed dense
+  EXPECT_TRUE(c->has_moe_layers());
+  EXPECT_TRUE(c->has_dense_layers());
   j["num_experts"] = 0;
   c = parse_config(j.dump(), "config.json");
   ASSERT_TRUE(c.ok()) << c.status().message();
   for (int64_t l = 0; l < c->num_layers; ++l) EXPECT_FALSE(c->is_moe_layer(l)) << l;
+  EXPECT_FALSE(c->has_moe_layers());
+  EXPECT_TRUE(c->has_dense_layers());
 }
 
 TEST(Config, MoeErrorsNameFileAndField) {

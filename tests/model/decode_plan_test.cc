@@ -96,7 +96,7 @@ TEST(PlanStep, TheScratchIsTheLeastInWhichTheInputsTakeAsFewSegmentsAsInThreeRin
     ASSERT_TRUE(c.ok()) << c.status().message();
     // Attention's scratch is the least any step asks for: B = 1 stages every input whole in it.
     const int64_t attention = llm::attention_scratch_bytes(c->head_dim, warps);
-    EXPECT_EQ(scratch(*c, 1), (attention + 1023) / 1024 * 1024) << preset;
+    EXPECT_EQ(scratch(*c, 1), round_up(attention, 1024)) << preset;
     for (int64_t b : {16, 64}) EXPECT_LE(scratch(*c, b), three) << preset << " B = " << b;
   }
   // 1.7B at B = 16: its down input (6,144 columns) takes two segments in three stages' scratch,
