@@ -350,6 +350,12 @@ void add_qkv_head_reads(Case& c, Rng& rng, double range) {
 
 // The caches as outputs: only this layer's slots of the step's positions may be written (when
 // `appended`), every other layer and slot must stay as it was.
+// An output the row must not write in this case.
+void untouched(OutputSpec& o) {
+  o.must_write.assign(static_cast<size_t>(o.tensor.numel()), 0);
+  o.untouched = true;
+}
+
 void add_cache_writes(Case& c, const Batch& b, bool appended) {
   const CaseSpec& s = c.spec;
   for (const char* name : {"k_cache", "v_cache"}) {
@@ -399,10 +405,15 @@ void build_decode_attention(Case& c, Rng& rng) {
     rng.fill(c.reads.back(), -1, 1);
   }
   add_batch_reads(c, b);
+  // Several splits write o_part and ml for the merge; one split writes attn in bf16.
   c.writes.push_back(output("o_part", DType::kF32, {splits, s.tokens, s.heads, s.head_dim}));
+  if (splits == 1) untouched(c.writes.back());
   c.writes.push_back(output("ml", DType::kF32, {splits, s.tokens, s.heads, 2}));
   c.writes.back().neg_inf_ok = true;
+  if (splits == 1) untouched(c.writes.back());
   add_cache_writes(c, b, s.appends);
+  c.writes.push_back(output("attn", DType::kBf16, {s.tokens, s.heads * s.head_dim}));
+  if (splits > 1) untouched(c.writes.back());
   // q head 0 of the token with the longest context (from split 0 of p_qkv when the tile finishes
   // its heads): its first split has several positions, so the scores (and hence ml's max) move
   // with q.
@@ -450,6 +461,10 @@ void build_attention_merge(Case& c, Rng& rng) {
   c.reads.push_back(std::move(ml));
   c.writes.push_back(output("attn", DType::kBf16, {s.tokens, s.heads * s.head_dim}));
   c.probe = {1, probe_split * s.tokens * s.heads * s.head_dim};  // the split weighing most
+  if (splits == 1) {  // attention wrote attn: the merge writes nothing
+    untouched(c.writes.back());
+    c.probe = {-1, 0};
+  }
 }
 
 void build_o_proj(Case& c, Rng& rng) {
@@ -712,7 +727,8 @@ std::vector<CaseSpec> make_specs() {
     }
   }
   // Attention: KV splits of 3 to 64 positions, groups of 1 to 8 query heads; short sequences
-  // leave splits empty, and an extra split past the longest context is empty for every token.
+  // leave splits empty, and an extra split past the longest context is empty for every token;
+  // with one split the tile writes its output in bf16 rather than its state for the merge.
   // q from 1 to 3 K splits, with and without Qwen3's q/k norm. A step of one token per sequence
   // appends (one of them at position 0: the own position alone); the others find the step's keys
   // in the cache.
@@ -736,7 +752,10 @@ std::vector<CaseSpec> make_specs() {
                                                      {2, 1, 6, 2, 2, 33, 8, 1, 0, 1, 8, 8, false, false},
                                                      // splits over more pages than a warp has lanes
                                                      {3, 2, 8, 2, 2, 150, 80, 0, 1, 2, 24, 16, false, false},
-                                                     {4, 4, 8, 2, 2, 150, 80, 0, 1, 2, 24, 16, true, true}}) {
+                                                     {4, 4, 8, 2, 2, 150, 80, 0, 1, 2, 24, 16, true, true},
+                                                     // one split: the output in bf16 (attn)
+                                                     {3, 3, 8, 2, 3, 40, 64, 0, 1, 4, 24, 8, false, true},
+                                                     {97, 4, 8, 2, 3, 150, 256, 0, 1, 2, 8, 8, true, false}}) {
       CaseSpec s = spec(d == 64 ? "decode_attention_d64" : "decode_attention_d128");
       s.tokens = a.t, s.seqs = a.seqs, s.heads = a.heads, s.kv_heads = a.kv_heads, s.head_dim = d;
       s.page_size = a.page, s.max_context = a.context, s.kv_split = a.split, s.kv_extra_splits = a.extra;
@@ -746,14 +765,15 @@ std::vector<CaseSpec> make_specs() {
     }
   }
   // The merge does not depend on the head dim; 24 checks that it does not assume 64 or 128. A tile
-  // is one KV head's query heads: groups of 1, 4 and 8 (kMaxGroup).
+  // is one KV head's query heads: groups of 1, 4 and 8 (kMaxGroup). With one split it does nothing.
   struct Merge {
     int64_t t, heads, kv_heads, d, context, split, extra, layer;
   };
   for (const Merge& m : std::vector<Merge>{{1, 4, 4, 64, 7, 3, 1, 0},
                                            {3, 8, 2, 128, 40, 5, 1, 1},
                                            {17, 16, 2, 24, 130, 32, 0, 2},
-                                           {97, 8, 8, 64, 150, 64, 1, 1}}) {
+                                           {97, 8, 8, 64, 150, 64, 1, 1},
+                                           {3, 8, 2, 128, 40, 64, 0, 1}}) {
     CaseSpec s = spec("attention_merge");
     s.tokens = m.t, s.heads = m.heads, s.kv_heads = m.kv_heads, s.head_dim = m.d, s.max_context = m.context;
     s.kv_split = m.split;

@@ -15,6 +15,7 @@ void attention_merge_reference(const TileArgs& a) {
   const BufferView &o = a.reads[1], &ml = a.reads[2];
   const int64_t t = a.tile[1], splits = o.dim(0), tokens = o.dim(1), heads = o.dim(2), d = o.dim(3);
   const int64_t group = heads / cfg_at(a.reads[0], kCfgKvHeads);
+  if (splits == 1) return;  // attention wrote attn
   for (int64_t hq = a.tile[2] * group; hq < (a.tile[2] + 1) * group; ++hq) {
     double max = -std::numeric_limits<double>::infinity();
     for (int64_t s = 0; s < splits; ++s) {
@@ -39,7 +40,7 @@ void attention_merge_reference(const TileArgs& a) {
 EVT_REGISTER_TILE_FUNCTION(attention_merge, TileFunction{
     .name = "attention_merge",
     .summary = "one token, one KV head: merge the KV splits' attention outputs of its query heads by their softmax max "
-               "and sum",
+               "and sum (nothing with one split: attention wrote its output)",
     .num_reads = 3, .num_writes = 1,
     .cpu = attention_merge_reference,
     .device_body = "evt::kernels::llm::attention_merge_body", .device_header = "kernels/llm/attention_merge.h",

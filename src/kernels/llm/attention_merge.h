@@ -5,7 +5,9 @@
 // inline, on the SM whose attention split completes that KV head, so a token's HKV merges run on
 // as many SMs at once. (One task per token, reading every head's splits from one SM, took 17 us
 // of work a layer for Qwen3-8B at B = 1 on an H200; a KV head's takes 7.6, on 8 SMs at once.)
-// attn is stored in bf16, as o_proj stages it: the tiles that read it read half the bytes.
+// attn is stored in bf16, as o_proj stages it: the tiles that read it read half the bytes. With
+// one split attention wrote attn itself and the tile does nothing: it still runs, as the graph is
+// the same for every step, but it no longer reads the split back and rewrites it.
 //   reads (cfg, o_part: KVS x T x HQ x D f32, ml: KVS x T x HQ x 2 f32), writes (attn: T x HQ D bf16)
 
 #include "kernels/llm/decode_attention.h"
@@ -28,6 +30,7 @@ EVT_HD void attention_merge_body(const Block& b, const int64_t* tile, const DevB
   const int32_t* cfg = reads[0].as<const int32_t>();
   const auto t = static_cast<int32_t>(tile[1]), h = static_cast<int32_t>(tile[2]);
   const auto splits = static_cast<int32_t>(reads[1].dim(0)), tokens = static_cast<int32_t>(reads[1].dim(1));
+  if (splits == 1) return;
   const auto heads = static_cast<int32_t>(reads[1].dim(2)), d = static_cast<int32_t>(reads[1].dim(3));
   const int32_t group = heads / cfg[kCfgKvHeads], first = h * group;
   constexpr int kBatch = 8;

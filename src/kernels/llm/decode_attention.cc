@@ -67,6 +67,12 @@ void decode_attention_reference(const TileArgs& a) {
       sum += e;
       for (int64_t i = 0; i < d; ++i) out[i] += e * cached(1, p, i);
     }
+    // One split: the output in bf16, as o_proj stages it; several: each split's, for the merge.
+    if (a.writes[0].dim(0) == 1) {
+      uint16_t* attn = a.writes[4].as<uint16_t>() + (t * heads + hq) * d;
+      for (int64_t i = 0; i < d; ++i) attn[i] = f32_to_bf16(sum > 0 ? static_cast<float>(out[i] / sum) : 0.0f);
+      continue;
+    }
     float* o = a.writes[0].as<float>() + ((s * tokens + t) * heads + hq) * d;
     for (int64_t i = 0; i < d; ++i) o[i] = sum > 0 ? static_cast<float>(out[i] / sum) : 0.0f;
     float* ml = a.writes[1].as<float>() + ((s * tokens + t) * heads + hq) * 2;
@@ -79,8 +85,9 @@ TileFunction decode_attention_row(int d, const char* body) {
   return TileFunction{
       .name = "decode_attention_d" + std::to_string(d),
       .summary = "one token, one KV head's query heads, one KV split of the paged cache: normalized output, max and "
-                 "sum; in a decode step q, k and v finished from the QKV partial sums and the own k and v appended",
-      .num_reads = 10, .num_writes = 4,
+                 "sum (with one split, the output in bf16); in a decode step q, k and v finished from the QKV partial "
+                 "sums and the own k and v appended",
+      .num_reads = 10, .num_writes = 5,
       .cpu = decode_attention_reference,
       .device_body = body, .device_header = "kernels/llm/decode_attention.h",
       .relative_cost = 0.5};

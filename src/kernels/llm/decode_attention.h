@@ -3,8 +3,10 @@
 // attends query token t's heads of KV group h (GQA: HQ / HKV query heads share one KV head) to
 // the positions [s * split, (s + 1) * split) of 0..tok_pos[t] of its sequence. Each K/V row is
 // read once for the whole group. Warps take positions in turn with an online softmax each, and
-// merge their states through the block's scratch; the split's normalized output and its
-// (max, sum) go to o_part and ml for attention_merge. An empty split writes max = -inf, sum = 0.
+// merge their states through the block's scratch. With one split (KVS = 1) the output goes to
+// attn in bf16, as o_proj stages it, and attention_merge has nothing to do; with several, each
+// split's normalized output and its (max, sum) go to o_part and ml for attention_merge. An empty
+// split writes max = -inf, sum = 0.
 //
 // In a decode step (one token per sequence: cfg's kCfgAttentionFinishes) the tile finishes its
 // query heads itself from the QKV projection's K splits (qkv_head.h: the splits added, q norm,
@@ -15,7 +17,8 @@
 // cache before the tile starts.
 //   reads (cfg, wtab, p_qkv: KQ x T x (HQ + 2 HKV) D f32, inv_freq: D/2 f32, q: T x HQ x D f32,
 //          k_cache, v_cache: L x SLOTS x HKV x D bf16, tok_pos, tok_seq, block_table),
-//   writes (o_part: KVS x T x HQ x D f32, ml: KVS x T x HQ x 2 f32, k_cache, v_cache: the own rows)
+//   writes (o_part: KVS x T x HQ x D f32, ml: KVS x T x HQ x 2 f32, k_cache, v_cache: the own rows,
+//           attn: T x HQ D bf16)
 //
 // On the GPU a warp takes 16 positions at a time on the tensor cores (decode_attention_mma); the
 // host runs the same algorithm a row at a time (decode_attention_rows), which the CPU backend and
@@ -66,11 +69,12 @@ template <class Block>
 EVT_HD void attention_merge_warps(const Block& b, const int64_t* tile, const DevBuffer* writes, const float* w_m,
                                   const float* w_sum, const float* w_acc, OwnPosition own, int d) {
   const int64_t t = tile[1], h = tile[2], s = tile[3];
-  const int64_t tokens = writes[0].dim(1), heads = writes[0].dim(2);
+  const int64_t splits = writes[0].dim(0), tokens = writes[0].dim(1), heads = writes[0].dim(2);
   const int group = static_cast<int>(heads / writes[2].dim(2));
   const int nwarps = warps(b);
   float* o = writes[0].as<float>() + ((s * tokens + t) * heads + h * group) * d;
   float* ml = writes[1].as<float>() + ((s * tokens + t) * heads + h * group) * 2;
+  uint16_t* attn = writes[4].as<uint16_t>() + (t * heads + h * group) * d;
   for (int i = b.thread(); i < group * d; i += b.threads()) {
     const int g = i / d;
     float max = own.m != nullptr ? own.m[g] : -INFINITY;
@@ -86,7 +90,12 @@ EVT_HD void attention_merge_warps(const Block& b, const int64_t* tile, const Dev
       total += c;
       value += own.v[i % d] * c;
     }
-    o[i] = total > 0 ? value / total : 0.0f;
+    const float out = total > 0 ? value / total : 0.0f;
+    if (splits == 1) {
+      attn[i] = f32_to_bf16(out);
+      continue;
+    }
+    o[i] = out;
     if (i % d == 0) {
       ml[2 * g] = max;
       ml[2 * g + 1] = total;
