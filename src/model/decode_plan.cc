@@ -120,7 +120,12 @@ constexpr int64_t kSplitFixedRounds = 6;
 
 // KV splits of attention over `heads` (token, KV head) pairs: the count that ends the attention
 // soonest, each wave of tasks (one per worker) taking its longest split's rounds plus a task's
-// fixed cost, and the fewest splits on a tie (each split is another partial for the merge).
+// fixed cost; on a tie, the count whose tasks are nearest half the workers among those the merge
+// loads at once (kMergeSplitsAtOnce), and of two as near the fewer (each split is another
+// partial for the merge). The rounds cannot tell apart the counts of one round in one wave: on
+// an H200 (against 9c0efa5, ctx 512) this took B = 1 from 3 splits to 8 (64 tasks), 0.6B 1.6% and
+// 1.7B 1.1% faster, and B = 2 from 3 to 4 (-0.7% / -0.2%); uncapped, 30B-A3B's 4 KV heads took 16
+// splits at B = 1 and were 1.1% slower (bench/results/kv_split_tiebreak_ab_h200.json).
 // Measured with `eventide tune` on an H200 at ff64294 (B = 1): Qwen3-0.6B at 513 positions ran
 // 2.368 / 2.303 / 2.259 / 2.287 / 2.321 ms with 1 / 2 / 4 / 8 / 16 splits, and past one wave
 // (Qwen3-8B, 4097 positions, 32 splits of 8 KV heads) 7.94 ms against 7.17 with 16.
@@ -129,7 +134,9 @@ int64_t kv_splits(int64_t heads, int64_t longest_context, int workers) {
   int64_t best = 1, best_cost = std::numeric_limits<int64_t>::max();
   for (int64_t s = 1; s <= std::max<int64_t>(1, longest_context / kernels::llm::kAttentionStepPositions); ++s) {
     const int64_t cost = ceil_div(heads * s, workers) * (ceil_div(ceil_div(longest_context, s), round) + kSplitFixedRounds);
-    if (cost < best_cost) best = s, best_cost = cost;
+    const auto off_half = [&](int64_t n) { return std::abs(heads * n - workers / 2); };
+    const bool nearer = s <= kernels::llm::kMergeSplitsAtOnce && off_half(s) < off_half(best);
+    if (cost < best_cost || (cost == best_cost && nearer)) best = s, best_cost = cost;
   }
   return best;
 }

@@ -19,6 +19,9 @@ namespace evt::kernels::llm {
 // The scratch the body uses: each head's split weights and their sum.
 EVT_HD constexpr int64_t attention_merge_scratch_bytes(int64_t splits) { return (splits + 1) * kMaxGroup * 4; }
 
+// The splits whose outputs a thread of the merge loads at once: more take another round trip.
+inline constexpr int kMergeSplitsAtOnce = 8;
+
 // Warp g finds head g's common max and split weights (kept in scratch); then every thread adds
 // up one (head, dim) over the splits, kBatch splits' loads in flight at a time (o_part sits in
 // L2, written by other SMs). Sums run over the splits in order. A load past the last split reads
@@ -33,7 +36,7 @@ EVT_HD void attention_merge_body(const Block& b, const int64_t* tile, const DevB
   if (splits == 1) return;
   const auto heads = static_cast<int32_t>(reads[1].dim(2)), d = static_cast<int32_t>(reads[1].dim(3));
   const int32_t group = heads / cfg[kCfgKvHeads], first = h * group;
-  constexpr int kBatch = 8;
+  constexpr int kBatch = kMergeSplitsAtOnce;
   const float* o = reads[1].as<const float>();
   const float* ml = reads[2].as<const float>();
   float* weight = reinterpret_cast<float*>(b.scratch().data);  // [head][split]: attention_merge_scratch_bytes
