@@ -131,10 +131,10 @@ constexpr int64_t kSplitFixedRounds = 6;
 // (Qwen3-8B, 4097 positions, 32 splits of 8 KV heads) 7.94 ms against 7.17 with 16.
 int64_t kv_splits(int64_t heads, int64_t longest_context, int workers) {
   const int64_t round = kernels::llm::kAttentionStepPositions * (kernels::llm::kDecodeThreads / 32);
+  const auto off_half = [&](int64_t splits) { return std::abs(heads * splits - workers / 2); };
   int64_t best = 1, best_cost = std::numeric_limits<int64_t>::max();
   for (int64_t s = 1; s <= std::max<int64_t>(1, longest_context / kernels::llm::kAttentionStepPositions); ++s) {
     const int64_t cost = ceil_div(heads * s, workers) * (ceil_div(ceil_div(longest_context, s), round) + kSplitFixedRounds);
-    const auto off_half = [&](int64_t n) { return std::abs(heads * n - workers / 2); };
     const bool nearer = s <= kernels::llm::kMergeSplitsAtOnce && off_half(s) < off_half(best);
     if (cost < best_cost || (cost == best_cost && nearer)) best = s, best_cost = cost;
   }

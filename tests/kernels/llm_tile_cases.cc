@@ -348,14 +348,14 @@ void add_qkv_head_reads(Case& c, Rng& rng, double range) {
   c.reads.push_back(std::move(inv_freq));
 }
 
-// The caches as outputs: only this layer's slots of the step's positions may be written (when
-// `appended`), every other layer and slot must stay as it was.
 // An output the row must not write in this case.
 void untouched(OutputSpec& o) {
   o.must_write.assign(static_cast<size_t>(o.tensor.numel()), 0);
   o.untouched = true;
 }
 
+// The caches as outputs: only this layer's slots of the step's positions may be written (when
+// `appended`), every other layer and slot must stay as it was.
 void add_cache_writes(Case& c, const Batch& b, bool appended) {
   const CaseSpec& s = c.spec;
   for (const char* name : {"k_cache", "v_cache"}) {
