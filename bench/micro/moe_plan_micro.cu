@@ -34,6 +34,7 @@ constexpr int kConsumers = 480, kThreads = 512;  // the decode block's consumers
 constexpr int64_t kExperts = 128, kTopK = 8, kHidden = 2048, kInter = 768;
 constexpr int64_t kScratch = 200 * 1024;
 constexpr int kNotified = 128;  // EXP elements of one layer
+constexpr int kMarks = 16;      // a body's barrier times, and their count
 
 enum Mode { kPlan, kPlanBesideSpinner, kPlanBesideStream, kRoute, kFencedAdds, kOneFenceAdds, kModes };
 const char* mode_name(int m) {
@@ -43,12 +44,18 @@ const char* mode_name(int m) {
 }
 
 // The tile-body block of the consumer threads: named barrier 1, as the megakernel's workers.
+// Its thread 0 notes the time after each barrier in `marks` (its count first), as the
+// megakernel's trace notes a body's phases.
 struct Block {
   unsigned char* smem;
   uint64_t* counts;
+  uint64_t* marks;
   __device__ int thread() const { return static_cast<int>(threadIdx.x); }
   __device__ int threads() const { return kConsumers; }
-  __device__ void sync() const { asm volatile("bar.sync 1, %0;" ::"r"(kConsumers) : "memory"); }
+  __device__ void sync() const {
+    asm volatile("bar.sync 1, %0;" ::"r"(kConsumers) : "memory");
+    if (threadIdx.x == 0 && marks[0] + 1 < kMarks) asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(marks[1 + marks[0]++]));
+  }
   __device__ Scratch scratch() const { return Scratch{smem, kScratch}; }
   __device__ void set_wait_count(int set, int64_t element, int64_t count) const {
     cuda::atomic_thread_fence(cuda::memory_order_release, cuda::thread_scope_device);
@@ -83,7 +90,8 @@ __device__ void stream_until_stopped(const Stream& s) {
 }
 
 __global__ void __launch_bounds__(kThreads, 1)
-    plan_kernel(const DevBuffer* reads, const DevBuffer* writes, uint64_t* counts, int mode, uint64_t* ns, Stream st) {
+    plan_kernel(const DevBuffer* reads, const DevBuffer* writes, uint64_t* counts, int mode, uint64_t* ns, uint64_t* marks,
+                Stream st) {
   extern __shared__ __align__(16) unsigned char smem[];
   if (blockIdx.x > 0) {
     stream_until_stopped(st);
@@ -107,11 +115,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     return;
   }
-  const Block b{smem, counts};
+  if (threadIdx.x == 0) marks[0] = 0;
+  const Block b{smem, counts, marks};
   const int64_t tile[1] = {0};
   b.sync();
   uint64_t t0, t1;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  if (threadIdx.x == 0) marks[0] = 0, marks[1 + marks[0]++] = t0;
   if (mode == kPlan || mode == kPlanBesideSpinner || mode == kPlanBesideStream) {
     llm::moe_plan_body(b, tile, reads, writes);
   } else if (mode == kRoute) {
@@ -155,6 +165,7 @@ DevBuffer device_buffer(const void* data, size_t elem, std::vector<int64_t> shap
 // launch of the body runs its code and data cold).
 struct Timing {
   double median_us, first_us;
+  std::vector<double> phases_us;  // median time between the body's barriers
 };
 std::vector<Timing> measure(int64_t tokens, void* weights, Stream stream, int sms) {
   std::vector<int32_t> cfg(llm::kCfgWords, 0);
@@ -184,22 +195,34 @@ std::vector<Timing> measure(int64_t tokens, void* weights, Stream stream, int sm
   const DevBuffer* d_reads = static_cast<const DevBuffer*>(device_buffer(reads, sizeof reads, {1}).data);
   const DevBuffer* d_writes = static_cast<const DevBuffer*>(device_buffer(writes, sizeof writes, {1}).data);
   const DevBuffer counts = device_buffer(nullptr, 8, {8 * 1024}), ns = device_buffer(nullptr, 8, {1});
+  const DevBuffer marks = device_buffer(nullptr, 8, {kMarks});
   std::vector<Timing> timings;
   for (int mode = 0; mode < kModes; ++mode) {
     std::vector<double> us;
+    std::vector<std::vector<double>> phases;
     double first = 0;
     for (int i = 0; i < 60; ++i) {
       CHECK(cudaMemset(stream.started, 0, 8));  // started and stop
       plan_kernel<<<mode == kPlanBesideStream ? sms : 1, kThreads, kScratch>>>(d_reads, d_writes, counts.as<uint64_t>(),
-                                                                            mode, ns.as<uint64_t>(), stream);
+                                                                            mode, ns.as<uint64_t>(), marks.as<uint64_t>(),
+                                                                            stream);
       CHECK(cudaGetLastError());
-      uint64_t v = 0;
+      uint64_t v = 0, m[kMarks];
       CHECK(cudaMemcpy(&v, ns.data, 8, cudaMemcpyDeviceToHost));
+      CHECK(cudaMemcpy(m, marks.data, sizeof m, cudaMemcpyDeviceToHost));
       if (i == 0) first = static_cast<double>(v) / 1e3;
-      if (i >= 10) us.push_back(static_cast<double>(v) / 1e3);
+      if (i < 10) continue;
+      us.push_back(static_cast<double>(v) / 1e3);
+      phases.resize(std::max<size_t>(phases.size(), m[0] - 1));
+      for (uint64_t k = 1; k + 1 <= m[0]; ++k) phases[k - 1].push_back(static_cast<double>(m[k + 1] - m[k]) / 1e3);
     }
     std::sort(us.begin(), us.end());
-    timings.push_back({us[us.size() / 2], first});
+    std::vector<double> phase_us;
+    for (std::vector<double>& p : phases) {
+      std::sort(p.begin(), p.end());
+      phase_us.push_back(p[p.size() / 2]);
+    }
+    timings.push_back({us[us.size() / 2], first, phase_us});
   }
   for (const DevBuffer& d : reads) CHECK(cudaFree(d.data));
   for (const DevBuffer& d : writes) CHECK(cudaFree(d.data));
@@ -207,6 +230,7 @@ std::vector<Timing> measure(int64_t tokens, void* weights, Stream stream, int sm
   CHECK(cudaFree(const_cast<DevBuffer*>(d_writes)));
   CHECK(cudaFree(counts.data));
   CHECK(cudaFree(ns.data));
+  CHECK(cudaFree(marks.data));
   return timings;
 }
 
@@ -239,8 +263,11 @@ int main(int argc, char** argv) {
     table.push_back(measure(t, weights, stream, sms));
     for (int m = 0; m < kModes; ++m) {
       const Timing& x = table.back()[static_cast<size_t>(m)];
-      std::printf("{\"bench\": \"moe_plan\", \"tokens\": %lld, \"mode\": \"%s\", \"median_us\": %.3f, \"first_launch_us\": %.3f}\n",
+      std::printf("{\"bench\": \"moe_plan\", \"tokens\": %lld, \"mode\": \"%s\", \"median_us\": %.3f, \"first_launch_us\": %.3f, "
+                  "\"phases_us\": [",
                   static_cast<long long>(t), mode_name(m), x.median_us, x.first_us);
+      for (size_t k = 0; k < x.phases_us.size(); ++k) std::printf("%s%.3f", k ? ", " : "", x.phases_us[k]);
+      std::printf("]}\n");
     }
   }
   std::printf("\n%-28s", "median us, T =");

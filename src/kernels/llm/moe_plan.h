@@ -192,9 +192,8 @@ EVT_HD void moe_plan_body(const Block& b, const int64_t* tile, const DevBuffer* 
     }
     b.sync();
   }
-  // 3. The prefix sums and the range tables (warp 0: each lane a run of experts), then the tile
-  // table and the wait counts. Under dynamic scheduling a zero count fires its element at once,
-  // which reads gu_ptr and dn_ptr: the block barrier between orders them first.
+  // 3. The prefix sums and the range tables (warp 0: each lane a run of experts); each expert's
+  // cursor becomes its first sorted row.
   if (warp(b) == 0) {
     const int64_t per = (experts + lanes() - 1) / lanes(), e0 = lane(b) * per, e1 = e0 + per < experts ? e0 + per : experts;
     uint64_t mine = 0;  // rows << 32 | routed experts, of this lane's run
@@ -208,26 +207,36 @@ EVT_HD void moe_plan_body(const Block& b, const int64_t* tile, const DevBuffer* 
     };
     uint64_t so_far = sums.below;
     for (int64_t e = e0; e < e1; ++e) {
+      const int32_t count = cursor[e];
       put(e, so_far);
-      so_far += (uint64_t{static_cast<uint32_t>(cursor[e])} << 32) + (cursor[e] > 0);
+      cursor[e] = start[e];
+      so_far += (uint64_t{static_cast<uint32_t>(count)} << 32) + (count > 0);
     }
     if (lane(b) == 0) put(experts, sums.total);
   }
   b.sync();
-  // The counts first: each is stored after a release fence, which waits for the thread's stores
-  // before it, and the tile table's need not be among them (its readers wait for the plan's
-  // notification, not for a count).
-  if (b.thread() == 0) b.set_wait_count(1, l, before[experts] * dn_tiles);
-  for (int64_t e = b.thread(); e < experts; e += b.threads()) {
-    b.set_wait_count(0, l * experts + e, start[e + 1] > start[e] ? gu_tiles : 0);
-    cursor[e] = start[e];
+  // With every row staged (one chunk), warp 0 places the rows (step 5) while the other warps do
+  // steps 4 and 6, which read only the tables above: one phase where there were three (2.1 us of
+  // the plan's 6.7 on its own at one token of Qwen3-30B-A3B, bench/micro/moe_plan_micro.cu).
+  // Otherwise every thread does step 4, then stages each chunk of rows for warp 0 to place.
+  const bool split = one_chunk && warps(b) > 1;
+  const bool helps = !split || warp(b) > 0;  // a thread of steps 4 and 6
+  const int64_t me = split ? b.thread() - lanes() : b.thread(), team = split ? b.threads() - lanes() : b.threads();
+  // 4. The wait counts, then the tile table. Under dynamic scheduling a zero count fires its
+  // element at once, which reads gu_ptr and dn_ptr: the block barrier above ordered them first.
+  // Each count is stored after a release fence, which waits for the thread's stores before it,
+  // and the tile table's need not be among them (its readers wait for the plan's notification,
+  // not for a count).
+  if (helps) {
+    if (me == 0) b.set_wait_count(1, l, before[experts] * dn_tiles);
+    for (int64_t e = me; e < experts; e += team) b.set_wait_count(0, l * experts + e, start[e + 1] > start[e] ? gu_tiles : 0);
+    // Gate/up tile i is the (i / gu_tiles)-th routed expert's: its entry names the expert and its rows.
+    for (int64_t i = me; i < max_gu; i += team) {
+      put_moe_tile_entry(tile_expert, i, static_cast<int32_t>(moe_tile_expert(before, experts, i / gu_tiles)), start);
+    }
   }
-  // Gate/up tile i is the (i / gu_tiles)-th routed expert's: its entry names the expert and its rows.
-  for (int64_t i = b.thread(); i < max_gu; i += b.threads()) {
-    put_moe_tile_entry(tile_expert, i, static_cast<int32_t>(moe_tile_expert(before, experts, i / gu_tiles)), start);
-  }
-  b.sync();
-  // 4. Place the rows, each expert's in (token, slot) order. Warp 0 walks them 32 at a time: the
+  if (!split) b.sync();
+  // 5. Place the rows, each expert's in (token, slot) order. Warp 0 walks them 32 at a time: the
   // lanes holding one expert find each other (match.any), the lowest of them takes that many places
   // from the expert's cursor, and each lane takes the place of its rank among them. (A warp per
   // expert scanning every row took 2.9 us of the plan's 12.9 at one token of Qwen3-30B-A3B: 128
@@ -256,12 +265,14 @@ EVT_HD void moe_plan_body(const Block& b, const int64_t* tile, const DevBuffer* 
         warp_sync();  // the next 32 rows read the cursors these lanes moved
       }
     }
-    b.sync();
+    if (!split) b.sync();
   }
-  const int32_t total = start[experts];
-  for (int64_t r = total + b.thread(); r < rows; r += b.threads()) {
-    perm[r] = -1;
-    sorted_w[r] = 0;
+  // 6. No sorted rows past the last routed one.
+  if (helps) {
+    for (int64_t r = start[experts] + me; r < rows; r += team) {
+      perm[r] = -1;
+      sorted_w[r] = 0;
+    }
   }
 }
 
