@@ -1,9 +1,10 @@
 // Microbenchmark of the MoE block's per-layer plan task (kernels/llm/moe_plan.h) on its own: the
 // body on one block of the decode megakernel's 480 consumer threads, Qwen3-30B-A3B's routing
 // (128 experts, top-8) for T tokens of random logits, timed inside the kernel (median of 50
-// launches, the rest of the GPU idle). Also its routing alone, and two ways for one thread to
-// notify 128 event elements, as the plan's leader does: a release fence before each add, or one
-// fence and then relaxed adds. Compare with the plan's work in a decode trace to see what the
+// launches, the rest of the GPU idle), and each phase between its block barriers, as the
+// megakernel's trace notes them. Also its routing alone, and two ways for one thread to notify
+// 128 event elements, as the plan's leader does: a release fence before each add, or one fence and
+// then relaxed adds. Compare with the plan's work in a decode trace to see what the
 // megakernel adds around the same body; the body once more beside a warp that spins on a shared
 // word, as a megakernel block's loader warp does while it waits for the leader's announcement;
 // and once more while every other SM streams from DRAM, as the megakernel's other SMs stream the
