@@ -117,12 +117,19 @@ int64_t qkv_splits(int64_t heads, int64_t most, int workers) {
 // and a task costs about kSplitFixedRounds more (its wait, the split's q fragments, the warps'
 // merge: ~10 us). Splits past a round each also add a partial state for the merge to combine.
 constexpr int64_t kSplitFixedRounds = 6;
+// With more than one split the merge tasks combine the partial states, about a round more; with one,
+// attention writes its output itself and the merge does nothing (attention_merge.h).
+constexpr int64_t kMergeRounds = 1;
 
 // KV splits of attention over `heads` (token, KV head) pairs: the count that ends the attention
 // soonest, each wave of tasks (one per worker) taking its longest split's rounds plus a task's
-// fixed cost; on a tie, the count whose tasks are nearest half the workers among those the merge
-// loads at once (kMergeSplitsAtOnce), and of two as near the fewer (each split is another
-// partial for the merge). The rounds cannot tell apart the counts of one round in one wave: on
+// fixed cost, and then the merge's round when there are splits to merge. Without the merge's
+// round 2 splits beat 1 at B = 6-8 (ctx 512, 8 KV heads) by a round, and 1 was faster: with it, on
+// an H200 B = 8 took 3.7% less on 0.6B, 3.3% on 1.7B, 1.3% on 8B, and 30B-A3B at B = 16 0.7%
+// (bench/results/tune_h200_97c9c4d.json, kv_merge_round_ab_h200.json).
+// On a tie, the count whose tasks are nearest half the workers among those the merge loads at
+// once (kMergeSplitsAtOnce), and of two as near the fewer (each split is another partial for the
+// merge). The rounds cannot tell apart the counts of one round in one wave: on
 // an H200 (against 9c0efa5, ctx 512) this took B = 1 from 3 splits to 8 (64 tasks), 0.6B 1.6% and
 // 1.7B 1.1% faster, and B = 2 from 3 to 4 (-0.7% / -0.2%); uncapped, 30B-A3B's 4 KV heads took 16
 // splits at B = 1 and were 1.1% slower (bench/results/kv_split_tiebreak_ab_h200.json).
@@ -134,7 +141,8 @@ int64_t kv_splits(int64_t heads, int64_t longest_context, int workers) {
   const auto off_half = [&](int64_t splits) { return std::abs(heads * splits - workers / 2); };
   int64_t best = 1, best_cost = std::numeric_limits<int64_t>::max();
   for (int64_t s = 1; s <= std::max<int64_t>(1, longest_context / kernels::llm::kAttentionStepPositions); ++s) {
-    const int64_t cost = ceil_div(heads * s, workers) * (ceil_div(ceil_div(longest_context, s), round) + kSplitFixedRounds);
+    const int64_t cost = ceil_div(heads * s, workers) * (ceil_div(ceil_div(longest_context, s), round) + kSplitFixedRounds) +
+                         (s > 1 ? kMergeRounds : 0);
     const bool nearer = s <= kernels::llm::kMergeSplitsAtOnce && off_half(s) < off_half(best);
     if (cost < best_cost || (cost == best_cost && nearer)) best = s, best_cost = cost;
   }

@@ -119,8 +119,8 @@ TEST(PlanStep, TheScratchIsTheLeastInWhichTheInputsTakeAsFewSegmentsAsInThreeRin
   EXPECT_EQ(down_segments(*c, 16, scratch(*c, 16)), 1);
 }
 
-// KV splits: the fewest rounds of the fewest waves; among those, the count whose tasks are
-// nearest half the workers (decode_plan.cc's kv_splits).
+// KV splits: the fewest rounds of the fewest waves, and a round for the merge past one split; among
+// those, the count whose tasks are nearest half the workers (decode_plan.cc's kv_splits).
 TEST(DefaultTiling, AttentionSplitsInTheFewestRoundsIntoTasksNearestHalfTheWorkers) {
   auto c = preset_config("qwen3-0.6b");  // 8 KV heads
   ASSERT_TRUE(c.ok()) << c.status().message();
@@ -130,6 +130,7 @@ TEST(DefaultTiling, AttentionSplitsInTheFewestRoundsIntoTasksNearestHalfTheWorke
   EXPECT_EQ(splits(1, 513), 8);   // 3 to 16 take one round of one wave: 64 tasks
   EXPECT_EQ(splits(2, 513), 4);   // 3 to 8 tie: 64 tasks
   EXPECT_EQ(splits(4, 513), 3);   // 3 and 4 tie (2 takes a second round): 96 tasks, not 128
+  EXPECT_EQ(splits(8, 513), 1);   // 2 takes a round fewer, but then the merge's
   EXPECT_EQ(splits(16, 513), 1);  // 128 tasks already
   EXPECT_EQ(splits(1, 4097), 12);  // 12 to 16 take two rounds: 96 tasks, the nearest
 }
