@@ -116,13 +116,15 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     return;
   }
-  if (threadIdx.x == 0) marks[0] = 0;
   const Block b{smem, counts, marks};
   const int64_t tile[1] = {0};
   b.sync();
   uint64_t t0, t1;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-  if (threadIdx.x == 0) marks[0] = 0, marks[1 + marks[0]++] = t0;
+  if (threadIdx.x == 0) {  // the body's marks start at t0 (the barrier above noted one too)
+    marks[0] = 1;
+    marks[1] = t0;
+  }
   if (mode == kPlan || mode == kPlanBesideSpinner || mode == kPlanBesideStream) {
     llm::moe_plan_body(b, tile, reads, writes);
   } else if (mode == kRoute) {
