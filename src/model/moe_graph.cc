@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "ir/text_form.h"
+#include "kernels/llm/gemv.h"
 #include "util/int_math.h"
 
 namespace evt::model {
@@ -26,7 +27,7 @@ constexpr const char* kMoeBlock = R"evt(
 XE = dim()      # experts of a sparse layer (a dense layer is one)
 XK = dim()      # route slots per token: top-k
 XI = dim()      # act_s values per row: the widest expert (the dense layers' intermediate size or moe_intermediate_size)
-NR = dim()      # router tiles
+NR = dim()      # router tiles: tiles of experts x passes of tokens
 MAXGU = dim()   # gate/up tiles per layer: the experts that can be routed x tiles per expert
 MAXDN = dim()   # down tiles per layer
 
@@ -96,7 +97,8 @@ void bind_moe_dims(const ModelConfig& c, const Tiling& t, int64_t tokens, std::m
   dims["XE"] = experts;
   dims["XK"] = top_k;
   dims["XI"] = std::max(c.intermediate_size, c.moe->moe_intermediate_size);
-  dims["NR"] = ceil_div(experts, t.rows_e);
+  // A tile of experts a pass of tokens each (moe_router.h).
+  dims["NR"] = ceil_div(experts, t.rows_e) * ceil_div(tokens, kernels::llm::kPassTokens);
   // A dense layer is one expert of intermediate_size, tiled as the dense MLP (moe_layout.h).
   dims["MAXGU"] = std::max(routed * ceil_div(c.moe->moe_intermediate_size, t.rows_xi),
                            ceil_div(c.intermediate_size, t.rows_i));

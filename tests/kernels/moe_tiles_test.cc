@@ -15,6 +15,7 @@
 #include "kernels/llm/decode_config.h"
 #include "kernels/llm/moe_layout.h"
 #include "kernels/llm/moe_reference.h"
+#include "kernels/llm/moe_router.h"
 #include "kernels/llm/warp_ops.h"
 #include "kernels/llm/weight_tiles.h"
 #include "kernels/registry.h"
@@ -233,6 +234,25 @@ TEST(MoeTileExpert, FindsTheRangeThatHoldsEachTileAsAScanDoes) {
       for (int64_t i = 0; i < ptr.back() + 3; ++i) {
         ASSERT_EQ(moe_tile_expert(ptr.data(), experts, i), ref_tile_expert(ptr.data(), experts, i))
             << experts << " experts, tile " << i;
+      }
+    }
+  }
+}
+
+// Router tile i covers experts [i % P * rows_e, ...) of tokens [i / P * 16, ...) for the P tiles
+// of experts a pass; a step of one pass takes i as is.
+TEST(MoeRouterTile, SpreadsThePassesOverTiles) {
+  std::vector<int32_t> cfg(kCfgWords, 0);
+  for (const auto [experts, rows_e] : {std::pair{128, 16}, {60, 16}, {8, 16}, {256, 32}}) {
+    cfg[kCfgMoeExperts] = experts;
+    cfg[kCfgMoeRowsE] = rows_e;
+    const int64_t per_pass = (experts + rows_e - 1) / rows_e;
+    for (const int64_t tokens : {1, 16, 17, 40, 1024}) {
+      const int64_t passes = (tokens + kPassTokens - 1) / kPassTokens;
+      for (int64_t i = 0; i < per_pass * passes; ++i) {
+        const RouterTile rt = router_tile(cfg.data(), tokens, i);
+        EXPECT_EQ(rt.experts_tile, i % per_pass) << experts << " experts, " << tokens << " tokens, tile " << i;
+        EXPECT_EQ(rt.first_token, i / per_pass * kPassTokens) << experts << " experts, " << tokens << " tokens, tile " << i;
       }
     }
   }

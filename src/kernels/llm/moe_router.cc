@@ -15,8 +15,9 @@ void moe_router_reference(const TileArgs& a) {
   const LayerMlp m = layer_mlp(cfg.as<const int32_t>(), wtab.as<const int64_t>(), l, hidden);
   if (!m.sparse()) return;
   const TiledMatrix w{m.router, m.router_shape};
-  const Range rows = tile_range(a.tile[1], cfg_at(cfg, kCfgMoeRowsE), m.experts);
-  for (int64_t t = 0; t < tokens; ++t) {
+  const RouterTile rt = router_tile(cfg.as<const int32_t>(), tokens, a.tile[1]);
+  const Range rows = tile_range(rt.experts_tile, cfg_at(cfg, kCfgMoeRowsE), m.experts);
+  for (int64_t t = rt.first_token; t < tokens && t < rt.first_token + kPassTokens; ++t) {
     const RefNormedInput xn = ref_normed_input(x_mid.as<const float>() + t * hidden, hidden,
                                                ref_weight<uint16_t>(wtab, l, kWpostNorm), cfg_eps(cfg));
     for (int64_t e = rows.begin; e < rows.end; ++e) out.as<float>()[t * width + e] = static_cast<float>(xn.dot(w, e, 0, hidden));
@@ -27,7 +28,7 @@ void moe_router_reference(const TileArgs& a) {
 
 EVT_REGISTER_TILE_FUNCTION(moe_router, TileFunction{
     .name = "moe_router",
-    .summary = "post-attention RMSNorm and the MoE router's logits for a tile of experts, every token",
+    .summary = "post-attention RMSNorm and the MoE router's logits for a tile of experts and a pass of tokens",
     .num_reads = 3, .num_writes = 1,
     .cpu = moe_router_reference,
     .device_body = "evt::kernels::llm::moe_router_body", .device_header = "kernels/llm/moe_router.h",
