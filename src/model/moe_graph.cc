@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "ir/text_form.h"
-#include "kernels/llm/gemv.h"
+#include "kernels/llm/moe_router.h"
 #include "util/int_math.h"
 
 namespace evt::model {
@@ -97,8 +97,9 @@ void bind_moe_dims(const ModelConfig& c, const Tiling& t, int64_t tokens, std::m
   dims["XE"] = experts;
   dims["XK"] = top_k;
   dims["XI"] = std::max(c.intermediate_size, c.moe->moe_intermediate_size);
-  // A tile of experts a pass of tokens each (moe_router.h).
-  dims["NR"] = ceil_div(experts, t.rows_e) * ceil_div(tokens, kernels::llm::kPassTokens);
+  // A tile of experts a pass of tokens each, as router_tile maps them.
+  dims["NR"] = kernels::llm::router_tiles_per_pass(static_cast<int32_t>(experts), static_cast<int32_t>(t.rows_e)) *
+               ceil_div(tokens, kernels::llm::kPassTokens);
   // A dense layer is one expert of intermediate_size, tiled as the dense MLP (moe_layout.h).
   dims["MAXGU"] = std::max(routed * ceil_div(c.moe->moe_intermediate_size, t.rows_xi),
                            ceil_div(c.intermediate_size, t.rows_i));

@@ -20,13 +20,18 @@ namespace evt::kernels::llm {
 struct RouterTile {
   int64_t experts_tile, first_token;
 };
+// The router's tiles of experts, ceil(experts / rows_e): the host binds the grid from it too. By
+// subtraction rather than division, as the passes below: a layer has few tiles of experts (8 for
+// 128 experts), and a division is a few dozen instructions in each copy of the task.
+EVT_HD inline int32_t router_tiles_per_pass(int32_t experts, int32_t rows_e) {
+  int32_t tiles = 0;
+  for (int32_t first = 0; first < experts; first += max_of(rows_e, 1)) ++tiles;
+  return tiles;
+}
 EVT_HD inline RouterTile router_tile(const int32_t* cfg, int64_t tokens, int64_t i) {
   if (tokens <= kPassTokens) return RouterTile{i, 0};
-  // By subtraction rather than division: a layer has few tiles of experts (8 for 128 experts) and
-  // a step few passes, and a division is a few dozen instructions in each copy of the task.
-  const int32_t rows_e = max_of(cfg[kCfgMoeRowsE], 1), experts = cfg[kCfgMoeExperts];
-  int32_t per_pass = 0, n = static_cast<int32_t>(i), pass = 0;
-  for (int32_t first = 0; first < experts; first += rows_e) ++per_pass;
+  const int32_t per_pass = router_tiles_per_pass(cfg[kCfgMoeExperts], cfg[kCfgMoeRowsE]);
+  int32_t n = static_cast<int32_t>(i), pass = 0;
   for (; per_pass > 0 && n >= per_pass; n -= per_pass) ++pass;
   return RouterTile{n, int64_t{pass} * kPassTokens};
 }
