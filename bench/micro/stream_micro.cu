@@ -7,7 +7,10 @@
 //     read it, multiply it with tensor cores as gemv.h does, or leave all of it to one warp); or
 //   - by plain 16-byte loads from every consumer thread, U loads in flight per thread.
 // Each block stamps %globaltimer when it starts and ends; the span is the last end minus the
-// first start, so launch overhead stays out and small slices show their latency. Last, what a
+// first start, so launch overhead stays out and small slices show their latency. With `share` > 1
+// the blocks read their slices in groups of `share` blocks that read the same slice at once (as a
+// MoE expert's tiles of one weight panel and different slices of its tokens do): what the L2
+// gives the SMs when each line comes from memory once and `share` blocks ask for it. Last, what a
 // task's notification and its dependent loads cost while the blocks stream: a release fence and
 // four dependent L2 loads per chunk, timed with clock64.
 // Standalone: prints one JSON object per line, then a table. Results: bench/README.md.
@@ -23,6 +26,7 @@
 
 #include "cuda_check.h"
 #include "stream_common.cuh"
+#include "kernels/bulk_copy.h"
 #include "kernels/l2_policy.h"
 
 namespace {
@@ -66,15 +70,19 @@ struct Ring {
     cuda::ptx::fence_mbarrier_init(cuda::ptx::sem_release, cuda::ptx::scope_cluster);
   }
   // Every thread of the block: sets the ring up, then the loader warp streams `chunks` chunks of
-  // the block's slice and is done (false); the consumer threads go on (true).
-  __device__ bool start(const unsigned char* slice, int64_t chunks, int piece, bool copy, int* failed) const {
+  // the block's slice and is done (false); the consumer threads go on (true). With evict_first
+  // the copies bring their lines into the L2 under the evict-first policy, as the megakernel's do.
+  __device__ bool start(const unsigned char* slice, int64_t chunks, int piece, bool copy, int* failed,
+                        bool evict_first = false) const {
     if (threadIdx.x == 0) init();
     __syncthreads();
     if (threadIdx.x / 32 < kConsumerWarps) return true;
-    if (threadIdx.x % 32 == 0) load(slice, chunks, piece, copy, failed);
+    if (threadIdx.x % 32 == 0) load(slice, chunks, piece, copy, failed, evict_first);
     return false;
   }
-  __device__ void load(const unsigned char* slice, int64_t chunks, int piece, bool copy, int* failed) const {
+  __device__ void load(const unsigned char* slice, int64_t chunks, int piece, bool copy, int* failed,
+                       bool evict_first) const {
+    const uint64_t policy = evt::kernels::evict_first_policy();
     for (int64_t c = 0; c < chunks; ++c) {
       const int s = static_cast<int>(c % stages);
       if (c >= stages && !wait_phase(&empty[s], static_cast<uint32_t>((c / stages - 1) & 1), failed)) break;
@@ -85,8 +93,13 @@ struct Ring {
       cuda::ptx::mbarrier_arrive_expect_tx(cuda::ptx::sem_release, cuda::ptx::scope_cta, cuda::ptx::space_shared,
                                            &full[s], static_cast<uint32_t>(chunk));
       for (int at = 0; at < chunk; at += piece) {
-        cuda::ptx::cp_async_bulk(cuda::ptx::space_cluster, cuda::ptx::space_global, data + int64_t{s} * chunk + at,
-                                 slice + c * chunk + at, static_cast<uint32_t>(piece), &full[s]);
+        if (evict_first) {
+          evt::kernels::copy_bulk(data + int64_t{s} * chunk + at, slice + c * chunk + at, static_cast<uint32_t>(piece),
+                                  &full[s], policy);
+        } else {
+          cuda::ptx::cp_async_bulk(cuda::ptx::space_cluster, cuda::ptx::space_global, data + int64_t{s} * chunk + at,
+                                   slice + c * chunk + at, static_cast<uint32_t>(piece), &full[s]);
+        }
       }
     }
     // Every copy must land before the block exits.
@@ -106,17 +119,18 @@ struct Ring {
 };
 
 // The ring: `stages` chunks of `chunk` bytes; the loader copies each chunk as chunk / piece bulk
-// copies. Consumer warp w takes tiles w, w + 15, ... of each chunk.
+// copies. Consumer warp w takes tiles w, w + 15, ... of each chunk. Blocks b and b' read the same
+// slice when b / share == b' / share.
 template <int kWork>
 __global__ void __launch_bounds__(kThreads, 1)
-    ring_stream(const unsigned char* src, int64_t per_block, int stages, int chunk, int piece, uint64_t* stamps,
-                float* sink, int* failed) {
+    ring_stream(const unsigned char* src, int64_t per_block, int stages, int chunk, int piece, int share,
+                bool evict_first, uint64_t* stamps, float* sink, int* failed) {
   extern __shared__ __align__(128) unsigned char ring_data[];
   __shared__ uint64_t full[kMaxStages], empty[kMaxStages];
   const uint64_t start = now_ns();
   const Ring ring{ring_data, full, empty, stages, chunk};
   const int64_t chunks = per_block / chunk;
-  if (!ring.start(src + per_block * blockIdx.x, chunks, piece, true, failed)) return;
+  if (!ring.start(src + per_block * (blockIdx.x / share), chunks, piece, true, failed, evict_first)) return;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   float acc[4] = {};
   uint32_t x = 0;
@@ -320,21 +334,23 @@ void report(const Device& d, const char* json_fields, const char* what, int64_t 
 }
 
 template <int kWork>
-void ring(const Device& d, int64_t per_block, int stages, int chunk, int piece) {
+void ring(const Device& d, int64_t per_block, int stages, int chunk, int piece, int share = 1,
+          bool evict_first = false) {
   const int smem = stages * chunk;
   CHECK(cudaFuncSetAttribute(ring_stream<kWork>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   const double us = median_span_us(d, per_block, [&](const unsigned char* src) {
-    ring_stream<kWork><<<d.sms, kThreads, smem>>>(src, per_block, stages, chunk, piece, d.stamps, d.sink, d.failed);
+    ring_stream<kWork><<<d.sms, kThreads, smem>>>(src, per_block, stages, chunk, piece, share, evict_first, d.stamps,
+                                                  d.sink, d.failed);
   });
   int failed = 0;
   CHECK(cudaMemcpy(&failed, d.failed, sizeof failed, cudaMemcpyDeviceToHost));
   char json[256], what[96];
   std::snprintf(json, sizeof json,
                 "\"bench\": \"ring\", \"work\": \"%s\", \"stages\": %d, \"chunk_kib\": %d, \"copy_bytes\": %d, "
-                "\"failed\": %d",
-                work_name(kWork), stages, chunk / 1024, piece, failed);
-  std::snprintf(what, sizeof what, "ring %-7s %2d x %2d KiB, copies of %5d B%s", work_name(kWork), stages,
-                chunk / 1024, piece, failed ? " FAILED" : "");
+                "\"share\": %d, \"evict_first\": %s, \"failed\": %d",
+                work_name(kWork), stages, chunk / 1024, piece, share, evict_first ? "true" : "false", failed);
+  std::snprintf(what, sizeof what, "ring %-7s %2d x %2d KiB, copies of %5d B, %d a slice%s%s", work_name(kWork),
+                stages, chunk / 1024, piece, share, evict_first ? ", evict-first" : "", failed ? " FAILED" : "");
   report(d, json, what, per_block, us);
 }
 
@@ -425,15 +441,19 @@ int main() {
     direct<4>(d, per);
     direct<8>(d, per);
   }
+  // Blocks in groups reading one slice at once, as a MoE expert's slices of tokens read its tiles.
+  for (const bool evict_first : {false, true}) {
+    for (const int share : {1, 2, 4, 8}) ring<kMma>(d, int64_t{1536} << 10, 4, 32768, 32768, share, evict_first);
+  }
   fence<false>(d, int64_t{1536} << 10);
   fence<true>(d, int64_t{1536} << 10);
   probe<false>(d, int64_t{6} << 20);
   probe<true>(d, int64_t{6} << 20);
   probe<true, true>(d, int64_t{6} << 20);
 
-  std::printf("\n%-52s %9s %9s %8s\n", "streaming (one block per SM)", "KiB/SM", "span us", "TB/s");
+  std::printf("\n%-64s %9s %9s %8s\n", "streaming (one block per SM; TB/s: what the SMs got)", "KiB/SM", "span us", "TB/s");
   for (const Row& r : g_rows) {
-    std::printf("%-52s %9lld %9.2f %8.3f\n", r.what, static_cast<long long>(r.per_block / 1024), r.us, r.tbps);
+    std::printf("%-64s %9lld %9.2f %8.3f\n", r.what, static_cast<long long>(r.per_block / 1024), r.us, r.tbps);
   }
   return 0;
 }

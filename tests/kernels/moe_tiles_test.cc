@@ -243,7 +243,7 @@ TEST(MoeTileExpert, FindsTheRangeThatHoldsEachTileAsAScanDoes) {
 // of experts a pass; a step of one pass takes i as is.
 TEST(MoeRouterTile, SpreadsThePassesOverTiles) {
   std::vector<int32_t> cfg(kCfgWords, 0);
-  for (const auto [experts, rows_e] : {std::pair{128, 16}, {60, 16}, {8, 16}, {256, 32}}) {
+  for (const auto& [experts, rows_e] : {std::pair{128, 16}, {60, 16}, {8, 16}, {256, 32}}) {
     cfg[kCfgMoeExperts] = experts;
     cfg[kCfgMoeRowsE] = rows_e;
     const int64_t per_pass = (experts + rows_e - 1) / rows_e;
