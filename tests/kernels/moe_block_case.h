@@ -125,32 +125,40 @@ class MoeBlockCase {
     cfg.i32[kCfgMoeExperts] = kE;
     b.add("wtab", {2, kWeightColumns}, 'l');
     point_wtab(host_addresses());
-    Buffers::Buf& x_mid = b.add("x_mid", {kT, kH}, 'f');
+    add_step_buffers(kT, rng);
+  }
+
+  // The buffers of a step of `tokens` tokens (replacing any), poisoned, x_mid random.
+  void add_step_buffers(int64_t tokens, std::mt19937& rng) {
+    std::normal_distribution<float> d(0, 1);
+    const int64_t rows = tokens * kXK;
+    Buffers::Buf& x_mid = b.add("x_mid", {tokens, kH}, 'f');
     for (float& v : x_mid.f32) v = d(rng);
-    b.add("router_logits", {kT, kE}, 'f');
-    b.add("route_ids", {kT, kXK}, 'i');
-    b.add("route_w", {kT, kXK}, 'f');
+    b.add("router_logits", {tokens, kE}, 'f');
+    b.add("route_ids", {tokens, kXK}, 'i');
+    b.add("route_w", {tokens, kXK}, 'f');
     b.add("exp_indptr", {kE + 1}, 'i');
-    b.add("perm", {kR}, 'i');
-    b.add("sorted_w", {kR}, 'f');
-    b.add("pos", {kT, kXK}, 'i');
+    b.add("perm", {rows}, 'i');
+    b.add("sorted_w", {rows}, 'f');
+    b.add("pos", {tokens, kXK}, 'i');
     b.add("gu_ptr", {2, kE + 1}, 'i');
     b.add("dn_ptr", {2, kE + 1}, 'i');
     b.add("tile_expert", {2, kMaxGu, kTileEntryWords}, 'i');
-    b.add("act_s", {kR, kXI}, 'f');
-    b.add("y_s", {kR, kH}, 'f');
-    b.add("x", {2, kT, kH}, 'f');
+    b.add("act_s", {rows, kXI}, 'f');
+    b.add("y_s", {rows, kH}, 'f');
+    b.add("x", {2, tokens, kH}, 'f');
     // Phase 1's buffers, for the chain comparison.
-    b.add("act", {kT, std::max(kI, kK * kIM)}, 'f');
-    b.add("x1", {2, kT, kH}, 'f');
+    b.add("act", {tokens, std::max(kI, kK * kIM)}, 'f');
+    b.add("x1", {2, tokens, kH}, 'f');
   }
 
   static inline const std::vector<std::string> kPlanWrites = {
       "route_ids", "route_w", "exp_indptr", "perm", "sorted_w", "pos", "gu_ptr", "dn_ptr", "tile_expert"};
 
   std::vector<MoeStage> stages() const {
+    const int64_t router_tiles = (b.all.at("x_mid").shape[0] + 15) / 16;  // one tile of experts a pass of 16 tokens
     return {
-        {"moe_router", {"cfg", "wtab", "x_mid"}, {"router_logits"}, 1, 1e-4},
+        {"moe_router", {"cfg", "wtab", "x_mid"}, {"router_logits"}, router_tiles, 1e-4},
         // From the same logits: the same experts and weights, bit for bit.
         {"moe_plan", {"cfg", "wtab", "x_mid", "router_logits"}, kPlanWrites, 0, 0},
         {"moe_expert_gate_up", {"cfg", "wtab", "x_mid", "exp_indptr", "perm", "gu_ptr", "tile_expert"}, {"act_s"}, kMaxGu, 1e-4},

@@ -1,9 +1,9 @@
 // GPU suite (label gpu): the MoE block's tile bodies (docs/moe_decode.md) on the GPU, in blocks of
 // the decode megakernel's shape with the loader warp streaming their weights, against the CPU
 // references, stage by stage on moe_block_case.h's two layers (dense, then sparse), each stage
-// reading what the reference chain left. Weights go to the device and wtab is rebuilt with their
-// device addresses; outputs are poisoned first. Each stage runs on few blocks (a block takes
-// several tiles in turn) and on one block per tile.
+// reading what the reference chain left, for 5 tokens and for 300. Weights go to the device and
+// wtab is rebuilt with their device addresses; outputs are poisoned first. Each stage runs on few
+// blocks (a block takes several tiles in turn) and on one block per tile.
 
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -61,8 +61,8 @@ DevBuffer dev_buffer(void* data, const Buffers::Buf& b) {
   return d;
 }
 
-TEST(MoeBlockGpu, BodiesMatchReferencesStageByStage) {
-  MoeBlockCase c;
+// Every stage of c on both layers: the bodies on the GPU against the references on the CPU.
+void expect_gpu_stages_match(MoeBlockCase& c) {
   DeviceMemory mem;
   std::vector<int64_t> device_weights;
   for (const std::vector<uint16_t>* w : c.weights()) {
@@ -121,6 +121,19 @@ TEST(MoeBlockGpu, BodiesMatchReferencesStageByStage) {
       }
     }
   }
+}
+
+TEST(MoeBlockGpu, BodiesMatchReferencesStageByStage) {
+  MoeBlockCase c;
+  expect_gpu_stages_match(c);
+}
+
+// 300 tokens: several passes of the router and of every expert's tiles, 600 rows for the plan.
+TEST(MoeBlockGpu, ManyTokensMatchReferencesStageByStage) {
+  MoeBlockCase c;
+  std::mt19937 rng(7);
+  c.add_step_buffers(300, rng);
+  expect_gpu_stages_match(c);
 }
 
 }  // namespace

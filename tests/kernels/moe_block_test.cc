@@ -34,10 +34,12 @@ const std::map<std::string, CpuTileFn>& cpu_bodies() {
   return kBodies;
 }
 
-class MoeBlock : public ::testing::Test, public MoeBlockCase {};
-
-TEST_F(MoeBlock, BodiesMatchReferencesStageByStage) {
-  for (int64_t l : {0, 1}) {
+class MoeBlock : public ::testing::Test, public MoeBlockCase {
+ protected:
+  // Every stage's body against its reference on layer l, from the same inputs (each reference's
+  // outputs stay in the buffers for the next stage), with the wait counts each sets; and the plan's
+  // tables against its rows.
+  void expect_stages_match(int64_t l) {
     for (const MoeStage& s : stages()) {
       SCOPED_TRACE(std::string(s.row) + " layer " + std::to_string(l));
       const TileFunction* fn = Registry::builtins().find(s.row);
@@ -51,33 +53,41 @@ TEST_F(MoeBlock, BodiesMatchReferencesStageByStage) {
       for (const std::string& w : s.writes) got[w] = b.all.at(w);
       ASSERT_NO_FATAL_FAILURE(expect_outputs_match(s, got, run_reference(s, l, &reference_counts)));
       EXPECT_EQ(body_counts.set, reference_counts.set);
-      if (std::string(s.row) == "moe_plan") {  // every expert's ACTX and the layer's DONE
-        EXPECT_EQ(reference_counts.set.size(), static_cast<size_t>(kE + 1));
-        const int32_t* gu = b.all.at("gu_ptr").i32.data() + l * (kE + 1);
-        const int32_t* dn = b.all.at("dn_ptr").i32.data() + l * (kE + 1);
-        for (int64_t e = 0; e < kE; ++e) {
-          EXPECT_EQ((reference_counts.set[{0, l * kE + e}]), gu[e + 1] - gu[e]) << "ACTX " << e;
-        }
-        EXPECT_EQ((reference_counts.set[{1, l}]), dn[kE]) << "DONE";
-        const int32_t* entries = b.all.at("tile_expert").i32.data() + l * kMaxGu * kTileEntryWords;
-        const int32_t* indptr = b.all.at("exp_indptr").i32.data();
-        for (int64_t i = 0; i < kMaxGu; ++i) {
-          const MoeTileEntry t = moe_tile_entry(entries, i);
-          if (i >= gu[kE]) {
-            EXPECT_EQ(t.expert, -1) << i;
-            EXPECT_EQ(t.rows, 0) << i;
-            continue;
-          }
-          ASSERT_TRUE(t.expert >= 0 && t.expert < kE) << i << ": " << t.expert;
-          EXPECT_TRUE(gu[t.expert] <= i && i < gu[t.expert + 1]) << i << ": " << t.expert;
-          EXPECT_EQ(t.row0, indptr[t.expert]) << i;
-          EXPECT_EQ(t.rows, indptr[t.expert + 1] - indptr[t.expert]) << i;
-        }
+      if (std::string(s.row) == "moe_plan") expect_plan_tables(l, reference_counts);
+    }
+  }
+
+  // Every expert's ACTX and the layer's DONE count its tiles; each gate/up tile's entry names its
+  // expert and that expert's rows; none past the last routed expert's tiles.
+  void expect_plan_tables(int64_t l, Counts& counts) {
+    EXPECT_EQ(counts.set.size(), static_cast<size_t>(kE + 1));
+    const int32_t* gu = b.all.at("gu_ptr").i32.data() + l * (kE + 1);
+    const int32_t* dn = b.all.at("dn_ptr").i32.data() + l * (kE + 1);
+    for (int64_t e = 0; e < kE; ++e) EXPECT_EQ((counts.set[{0, l * kE + e}]), gu[e + 1] - gu[e]) << "ACTX " << e;
+    EXPECT_EQ((counts.set[{1, l}]), dn[kE]) << "DONE";
+    const int32_t* entries = b.all.at("tile_expert").i32.data() + l * kMaxGu * kTileEntryWords;
+    const int32_t* indptr = b.all.at("exp_indptr").i32.data();
+    for (int64_t i = 0; i < kMaxGu; ++i) {
+      const MoeTileEntry t = moe_tile_entry(entries, i);
+      if (i >= gu[kE]) {
+        EXPECT_EQ(t.expert, -1) << i;
+        EXPECT_EQ(t.rows, 0) << i;
+        continue;
       }
-      if (l == 0 && std::string(s.row) == "moe_plan") {  // a dense layer: one expert, 5 tiles of its 40 rows
-        const std::vector<int32_t>& gu = b.all.at("gu_ptr").i32;
-        EXPECT_EQ(std::vector<int32_t>(gu.begin(), gu.begin() + 3), (std::vector<int32_t>{0, 5, 5}));
-      }
+      ASSERT_TRUE(t.expert >= 0 && t.expert < kE) << i << ": " << t.expert;
+      EXPECT_TRUE(gu[t.expert] <= i && i < gu[t.expert + 1]) << i << ": " << t.expert;
+      EXPECT_EQ(t.row0, indptr[t.expert]) << i;
+      EXPECT_EQ(t.rows, indptr[t.expert + 1] - indptr[t.expert]) << i;
+    }
+  }
+};
+
+TEST_F(MoeBlock, BodiesMatchReferencesStageByStage) {
+  for (int64_t l : {0, 1}) {
+    ASSERT_NO_FATAL_FAILURE(expect_stages_match(l));
+    if (l == 0) {  // a dense layer: one expert, 5 tiles of its 40 rows
+      const std::vector<int32_t>& gu = b.all.at("gu_ptr").i32;
+      EXPECT_EQ(std::vector<int32_t>(gu.begin(), gu.begin() + 3), (std::vector<int32_t>{0, 5, 5}));
     }
   }
   // Layer 1 is sparse: 10 (token, slot) rows over the experts, 3 gate/up tiles per routed expert.
@@ -87,6 +97,17 @@ TEST_F(MoeBlock, BodiesMatchReferencesStageByStage) {
   for (int64_t e = 0; e < kE; ++e) routed += gu[kE + 1 + e + 1] > gu[kE + 1 + e];
   EXPECT_GE(routed, 2);
   EXPECT_EQ(gu[2 * (kE + 1) - 1], routed * 3);
+}
+
+// A step of 300 tokens: the router runs 19 passes of 16 tokens, the plan places 600 (token, slot)
+// rows, and each expert's tiles run its ~100 rows in GEMV passes of 16; every stage still matches
+// its reference.
+TEST_F(MoeBlock, ManyTokensMatchReferencesStageByStage) {
+  constexpr int64_t kTokens = 300;
+  std::mt19937 rng(7);
+  add_step_buffers(kTokens, rng);
+  for (int64_t l : {0, 1}) ASSERT_NO_FATAL_FAILURE(expect_stages_match(l));
+  EXPECT_EQ(b.all.at("exp_indptr").i32.back(), kTokens * kK);
 }
 
 // The named buffers as a body reads them.
