@@ -76,7 +76,7 @@ struct MoeStage {
 class MoeBlockCase {
  public:
   static constexpr int64_t kT = 5, kH = 48, kI = 40, kE = 6, kK = 2, kIM = 24, kXK = 2;
-  static constexpr int64_t kR = kT * kXK, kXI = 40, kMaxGu = 18, kMaxDn = 18, kNH = 3;
+  static constexpr int64_t kXI = 40, kMaxGu = 18, kMaxDn = 18, kNH = 3;
 
   MoeBlockCase() {
     std::mt19937 rng(11);
