@@ -16,6 +16,7 @@
 
 #include "kernels/llm/decode_config.h"
 #include "kernels/llm/moe_layout.h"
+#include "kernels/llm/moe_router.h"
 #include "kernels/llm/warp_ops.h"
 #include "kernels/llm/weight_tiles.h"
 #include "kernels/registry.h"
@@ -156,7 +157,11 @@ class MoeBlockCase {
       "route_ids", "route_w", "exp_indptr", "perm", "sorted_w", "pos", "gu_ptr", "dn_ptr", "tile_expert"};
 
   std::vector<MoeStage> stages() const {
-    const int64_t router_tiles = (b.all.at("x_mid").shape[0] + 15) / 16;  // one tile of experts a pass of 16 tokens
+    // The router's grid as the decode graph binds NR (bind_moe_dims): its tiles of experts for
+    // each GEMV pass of the step's tokens.
+    const std::vector<int32_t>& cfg = b.all.at("cfg").i32;
+    const int64_t passes = (b.all.at("x_mid").shape[0] + kPassTokens - 1) / kPassTokens;
+    const int64_t router_tiles = router_tiles_per_pass(cfg[kCfgMoeExperts], cfg[kCfgMoeRowsE]) * passes;
     return {
         {"moe_router", {"cfg", "wtab", "x_mid"}, {"router_logits"}, router_tiles, 1e-4},
         // From the same logits: the same experts and weights, bit for bit.
