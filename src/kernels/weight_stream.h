@@ -85,6 +85,17 @@ class StreamCursor {
   EVT_HD void next(Run&& run) {
     uint32_t todo = left_ < kChunkTiles ? left_ : static_cast<uint32_t>(kChunkTiles), at = 0;
     left_ -= todo;
+    if (kblock_bytes_ == int64_t{groups_} * kStreamTileBytes) {
+      // The round's k-blocks lie end to end (the task reads whole k-blocks of a panel): the chunk is
+      // one piece, and kblock_ walks tile by tile with g_ left at 0. The loop below would take one
+      // turn per k-block to find the same, on the loader's one thread, between a stage's release
+      // and its refill.
+      const uint32_t bytes = todo * static_cast<uint32_t>(kStreamTileBytes);
+      run(kblock_, bytes, 0u);
+      kblock_ += bytes;
+      end_of_chunk();
+      return;
+    }
     const unsigned char* piece = nullptr;  // the piece being gathered: [piece, +bytes) to dst `from`
     uint32_t bytes = 0, from = 0;
     while (todo > 0) {
@@ -106,6 +117,12 @@ class StreamCursor {
       }
     }
     run(piece, bytes, from);
+    end_of_chunk();
+  }
+
+ private:
+  // After a chunk: at the end of a round, on to the next round or pass.
+  EVT_HD void end_of_chunk() {
     if (left_ > 0) return;
     if (rounds_left_ > 0) {  // the next panel, which starts where this one ended
       --rounds_left_;
@@ -117,8 +134,6 @@ class StreamCursor {
       start_round(rounds_left_ == 0 ? last_groups_ : first_groups_);
     }
   }
-
- private:
   // A round of `groups` groups from kblock_ on; a round of whole panels (rounds > 1) has as many
   // tiles in a k-block as groups.
   EVT_HD void start_round(uint32_t groups) {

@@ -78,6 +78,21 @@ TEST(WeightStream, AWholePanelStreamsOneCopyPerChunk) {
   }
 }
 
+TEST(WeightStream, WholeKBlocksFromAnyKBlockStreamOneRunAcrossKBlockEnds) {
+  // A 3-group panel from k-block 5 on, 25 k-blocks (75 tiles), two passes: chunks of 32, 32 and
+  // 11 tiles, each one run, cut mid-k-block (32 is not a multiple of 3); each pass from tile 15.
+  WeightStream s{.base = reinterpret_cast<const unsigned char*>(uintptr_t{1} << 20), .stride = 3, .g0 = 0, .groups = 3,
+                 .kb0 = 5, .kblocks = 25, .passes = 2};
+  const auto chunks = chunks_of(s);
+  ASSERT_EQ(chunks.size(), 6u);
+  const int64_t first[] = {15, 15 + kChunkTiles, 15 + 2 * kChunkTiles};
+  const uint32_t tiles[] = {kChunkTiles, kChunkTiles, 75 - 2 * kChunkTiles};
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    ASSERT_EQ(chunks[i].size(), 1u) << i;
+    EXPECT_EQ(chunks[i][0], Piece(first[i % 3], tiles[i % 3] * kStreamTileBytes, 0u)) << i;
+  }
+}
+
 TEST(WeightStream, PartOfAPanelStreamsOnePiecePerKBlock) {
   // Groups 1-2 of a 3-group panel from k-block 4 on (tile (g, kb) at kb * 3 + g), one k-block
   // more than a chunk holds: a first chunk of kChunkTiles / 2 pieces, then one of one.
