@@ -20,6 +20,7 @@
 #include "kernels/llm/warp_ops.h"
 #include "kernels/llm/weight_tiles.h"
 #include "kernels/registry.h"
+#include "util/int_math.h"
 
 namespace evt::kernels::llm::testing {
 
@@ -160,7 +161,7 @@ class MoeBlockCase {
     // The router's grid as the decode graph binds NR (bind_moe_dims): its tiles of experts for
     // each GEMV pass of the step's tokens.
     const std::vector<int32_t>& cfg = b.all.at("cfg").i32;
-    const int64_t passes = (b.all.at("x_mid").shape[0] + kPassTokens - 1) / kPassTokens;
+    const int64_t passes = ceil_div(b.all.at("x_mid").shape[0], kPassTokens);
     const int64_t router_tiles = router_tiles_per_pass(cfg[kCfgMoeExperts], cfg[kCfgMoeRowsE]) * passes;
     return {
         {"moe_router", {"cfg", "wtab", "x_mid"}, {"router_logits"}, router_tiles, 1e-4},
