@@ -158,7 +158,7 @@ class CudaDecoder final : public Decoder {
     const int64_t longest = replay ? options_.max_context : run.longest_context();
     const Tiling tiling = step_tiling(run.tokens(), longest);
     EVT_ASSIGN_OR_RETURN(StepPlan plan, plan_step(config_, tiling, cache_geometry(), run));
-    if (replay) plan.dims["KVS"] = ceil_div(options_.max_context, tiling.kv_split_len);
+    if (replay) plan.set_kv_splits(ceil_div(options_.max_context, tiling.kv_split_len), tiling.workers);
 
     EVT_ASSIGN_OR_RETURN(mk::ParamsOf<MK> p, unbound_params<MK>(plan));
     const SampleInputs sampling = sample_inputs(run);

@@ -282,6 +282,15 @@ Tiling default_tiling(const ModelConfig& c, int64_t tokens, int64_t longest_cont
   return t;
 }
 
+void StepPlan::set_kv_splits(int64_t splits, int64_t workers) {
+  const int64_t tokens = dims.at("T"), kv_heads = dims.at("HKV");
+  const int64_t per_run = splits > 1 ? 1 : ceil_div(tokens * kv_heads, std::max<int64_t>(workers, 1));
+  const int64_t runs = ceil_div(tokens, per_run);
+  dims["KVS"] = splits;
+  dims["TA"] = runs;
+  cfg[kernels::llm::kCfgAttentionRuns] = static_cast<int32_t>(runs);
+}
+
 Expected<StepPlan> plan_step(const ModelConfig& c, const Tiling& tiling, const KvGeometry& kv, const StepBatch& batch) {
   namespace llm = kernels::llm;
   const int64_t tokens = batch.tokens(), seqs = batch.sequences();
@@ -335,13 +344,13 @@ Expected<StepPlan> plan_step(const ModelConfig& c, const Tiling& tiling, const K
       {"NI", ceil_div(c.intermediate_size, tiling.rows_i)},
       {"NV", ceil_div(c.vocab_size, tiling.rows_v * tiling.lm_rounds)},
       {"KQ", ceil_div(c.hidden_size, qkv_split_len)},
-      {"KVS", ceil_div(batch.longest_context(), tiling.kv_split_len)},
       {"SLOTS", kv.slots()},
       {"MAXB", batch.pages_per_seq},
       {"NQF", finishes ? 0 : ceil_div(finish_pairs, finish_per_tile)},
       {"P", std::max<int64_t>(1, static_cast<int64_t>(batch.penalties.size() / 2))},
       {"LMW", llm::tiled_shape(c.vocab_size, c.hidden_size).bytes() / 2},
   };
+  plan.set_kv_splits(ceil_div(batch.longest_context(), tiling.kv_split_len), tiling.workers);
   // The scratch the bodies cannot run in less: attention's, the merge's, the MoE plan's, and each
   // projection tile's sums with one staged k-block.
   const int warps = llm::kDecodeThreads / 32;

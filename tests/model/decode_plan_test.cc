@@ -1,8 +1,10 @@
 // What plan_step binds for a step: who finishes the QKV projection's heads and appends the step's
-// keys and values to the cache (kernels/llm/decode_attention.h, qkv_finish.h), and how the LM
-// head is tiled.
+// keys and values to the cache (kernels/llm/decode_attention.h, qkv_finish.h), how attention's
+// tokens make runs, and how the LM head is tiled.
 
 #include <gtest/gtest.h>
+
+#include <vector>
 
 #include "kernels/llm/decode_attention.h"
 #include "kernels/llm/decode_config.h"
@@ -59,6 +61,37 @@ TEST(PlanStep, ADecodeStepLetsAttentionFinishItsHeadsAndAPrefillChunkBindsQkvFin
   ASSERT_TRUE(plan.ok()) << plan.status().message();
   EXPECT_EQ(plan->dims.at("NQF"), 128);
   EXPECT_EQ(plan->cfg[llm::kCfgFinishPairs], 16);
+}
+
+TEST(PlanStep, WithOneKvSplitAttentionTakesRunsOfTokensAboutOneTaskAWorker) {
+  auto c = preset_config("qwen3-0.6b");  // 8 KV heads
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  const KvGeometry kv{16, 64 * 8};  // batch_of's eight pages a sequence
+  Tiling tiling = default_tiling(*c, 3, 64, 132);
+  std::vector<int32_t> seqs(64);
+  for (int32_t s = 0; s < 64; ++s) seqs[static_cast<size_t>(s)] = s;
+  const StepBatch b = batch_of(seqs, 64);  // 64 decode tokens, the longest context 48 positions
+  struct Case {
+    int64_t split_len, splits, runs;
+  };
+  // One split: 512 (token, KV head) pairs over 132 workers, 4 tokens a run. Several: a token a run.
+  for (const Case& k : std::vector<Case>{{64, 1, 16}, {16, 3, 64}}) {
+    tiling.kv_split_len = k.split_len;
+    auto plan = plan_step(*c, tiling, kv, b);
+    ASSERT_TRUE(plan.ok()) << plan.status().message();
+    EXPECT_EQ(plan->dims.at("KVS"), k.splits) << k.split_len;
+    EXPECT_EQ(plan->dims.at("TA"), k.runs) << k.split_len;
+    EXPECT_EQ(plan->cfg[llm::kCfgAttentionRuns], k.runs) << k.split_len;
+  }
+  // 16 tokens are 128 pairs: a token a run. A graph replay's splits rebind the runs.
+  auto plan = plan_step(*c, tiling, kv, batch_of({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}, 16));
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  plan->set_kv_splits(1, 132);
+  EXPECT_EQ(plan->dims.at("TA"), 16);
+  plan->set_kv_splits(1, 64);
+  EXPECT_EQ(plan->dims.at("TA"), 8);
+  plan->set_kv_splits(2, 64);
+  EXPECT_EQ(plan->dims.at("TA"), 16);
 }
 
 TEST(PlanStep, TheLmHeadIsOneTaskAWorkerInRoundsOfPanelsTheWarpsHold) {

@@ -13,12 +13,12 @@
 namespace evt::kernels::llm {
 namespace {
 
-// Head dim independent: D comes from cfg.
-void decode_attention_reference(const TileArgs& a) {
+// Token t of tile (l, run, h, s). Head dim independent: D comes from cfg.
+void attend_token(const TileArgs& a, int64_t t) {
   const BufferView &cfg = a.reads[0], &wtab = a.reads[1], &p_qkv = a.reads[2], &inv_freq = a.reads[3];
   const BufferView &q_in = a.reads[4], &kc = a.reads[5], &vc = a.reads[6];
   const BufferView &pos = a.reads[7], &seq = a.reads[8], &table = a.reads[9];
-  const int64_t l = a.tile[0], t = a.tile[1], h = a.tile[2], s = a.tile[3];
+  const int64_t l = a.tile[0], h = a.tile[2], s = a.tile[3];
   const int64_t tokens = p_qkv.dim(1), d = cfg_at(cfg, kCfgHeadDim), heads = cfg_at(cfg, kCfgHeads);
   const int64_t kv_heads = kc.dim(2);
   const int64_t group = heads / kv_heads, split = cfg_at(cfg, kCfgKvSplitLen);
@@ -81,10 +81,17 @@ void decode_attention_reference(const TileArgs& a) {
   }
 }
 
+// The tile's run of tokens (decode_config.h).
+void decode_attention_reference(const TileArgs& a) {
+  const int64_t tokens = a.reads[7].dim(0);
+  const auto runs = static_cast<int32_t>(cfg_at(a.reads[0], kCfgAttentionRuns));
+  for (int64_t t = a.tile[1]; t < tokens; t += attention_run_stride(runs, tokens)) attend_token(a, t);
+}
+
 TileFunction decode_attention_row(int d, const char* body) {
   return TileFunction{
       .name = "decode_attention_d" + std::to_string(d),
-      .summary = "one token, one KV head's query heads, one KV split of the paged cache: normalized output, max and "
+      .summary = "a run of tokens, one KV head's query heads, one KV split of the paged cache: normalized output, max and "
                  "sum (with one split, the output in bf16); in a decode step q, k and v finished from the QKV partial "
                  "sums and the own k and v appended",
       .num_reads = 10, .num_writes = 5,

@@ -6,7 +6,8 @@
 // merge their states through the block's scratch. With one split (KVS = 1) the output goes to
 // attn in bf16, as o_proj stages it, and attention_merge has nothing to do; with several, each
 // split's normalized output and its (max, sum) go to o_part and ml for attention_merge. An empty
-// split writes max = -inf, sum = 0.
+// split writes max = -inf, sum = 0. Tile dim 1 is a run of tokens (decode_config.h's
+// attention_run_stride), attended one after another, each as tile (l, t, h, s) above.
 //
 // In a decode step (one token per sequence: cfg's kCfgAttentionFinishes) the tile finishes its
 // query heads itself from the QKV projection's K splits (qkv_head.h: the splits added, q norm,
@@ -416,14 +417,20 @@ void decode_attention_rows(const Block& b, const int64_t* tile, const DevBuffer*
 }
 #endif
 
+// Tile (l, run, h, s): each token of the run (decode_config.h) in turn.
 template <int D, class Block>
 EVT_HD void decode_attention_body(const Block& b, const int64_t* tile, const DevBuffer* reads,
                                   const DevBuffer* writes) {
+  const int64_t tokens = reads[7].dim(0);
+  const int32_t runs = reads[0].as<const int32_t>()[kCfgAttentionRuns];
+  for (int64_t t = tile[1]; t < tokens; t += attention_run_stride(runs, tokens)) {
+    const int64_t one[4] = {tile[0], t, tile[2], tile[3]};
 #if defined(__CUDA_ARCH__)
-  decode_attention_mma<D>(b, tile, reads, writes);
+    decode_attention_mma<D>(b, one, reads, writes);
 #else
-  decode_attention_rows<D>(b, tile, reads, writes);
+    decode_attention_rows<D>(b, one, reads, writes);
 #endif
+  }
 }
 
 template <class Block>

@@ -39,6 +39,7 @@ enum Cfg : int {
   kCfgAttentionFinishes,  // 1: a decode step (one token per sequence): attention finishes its q, k and v (no qkv_finish tiles)
   kCfgFinishPairs,        // (head, token) pairs per qkv_finish tile (steps with a prefill chunk)
   kCfgLmRounds,           // rounds of kCfgRowsV rows per lm_head tile (gemv.h)
+  kCfgAttentionRuns,      // attention's runs of tokens, its tile dim 1 (attention_run_stride); 0: a token a tile
   // Qwen3-MoE (model/moe_graph.h); 0 in a dense model. From the end, so that the dense words
   // above can grow without moving these.
   kCfgMoeRowsDn = 24,      // rows of H per moe_expert_down tile of a sparse layer: a multiple of 16
@@ -51,6 +52,13 @@ enum Cfg : int {
   kCfgMoeExperts = 31,   // experts per sparse layer
   kCfgWords = 32,        // the buffer's size in the graph
 };
+
+// Decode attention's tile dim 1 is a run of the step's tokens: run r takes tokens r, r + R, r + 2R,
+// ... with R = cfg[kCfgAttentionRuns] runs (0: a token a tile). With one KV split, B = 64 has 512
+// (token, KV head) pairs: as tasks they were four a worker a layer, each with its own hand-offs
+// and merge task, where one task a worker suffices (bench/README.md). Strided, not adjacent, so
+// that a tile's first token needs no load of R: its body starts while the word is on its way.
+EVT_HD constexpr int64_t attention_run_stride(int32_t runs, int64_t tokens) { return runs > 0 ? runs : tokens; }
 
 // Columns of the i64 `wtab` buffer (L x kWeightColumns): each layer's weight addresses, bf16. The
 // projections are stored tiled (weight_tiles.h), Q, K and V stacked as one matrix of
