@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <numeric>
 #include <vector>
 
 #include "kernels/llm/decode_attention.h"
@@ -69,7 +70,7 @@ TEST(PlanStep, WithOneKvSplitAttentionTakesRunsOfTokensAboutOneTaskAWorker) {
   const KvGeometry kv{16, 64 * 8};  // batch_of's eight pages a sequence
   Tiling tiling = default_tiling(*c, 3, 64, 132);
   std::vector<int32_t> seqs(64);
-  for (int32_t s = 0; s < 64; ++s) seqs[static_cast<size_t>(s)] = s;
+  std::iota(seqs.begin(), seqs.end(), 0);
   const StepBatch b = batch_of(seqs, 64);  // 64 decode tokens, the longest context 48 positions
   struct Case {
     int64_t split_len, splits, runs;
@@ -84,7 +85,8 @@ TEST(PlanStep, WithOneKvSplitAttentionTakesRunsOfTokensAboutOneTaskAWorker) {
     EXPECT_EQ(plan->cfg[llm::kCfgAttentionRuns], k.runs) << k.split_len;
   }
   // 16 tokens are 128 pairs: a token a run. A graph replay's splits rebind the runs.
-  auto plan = plan_step(*c, tiling, kv, batch_of({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}, 16));
+  seqs.resize(16);
+  auto plan = plan_step(*c, tiling, kv, batch_of(seqs, 16));
   ASSERT_TRUE(plan.ok()) << plan.status().message();
   plan->set_kv_splits(1, 132);
   EXPECT_EQ(plan->dims.at("TA"), 16);

@@ -7,7 +7,8 @@
 // of work a layer for Qwen3-8B at B = 1 on an H200; a KV head's takes 7.6, on 8 SMs at once.)
 // attn is stored in bf16, as o_proj stages it: the tiles that read it read half the bytes. With
 // one split attention wrote attn itself and the tile does nothing: it still runs, as the graph is
-// the same for every step, but it no longer reads the split back and rewrites it.
+// the same for every step, but it no longer reads the split back and rewrites it. Only then is
+// its tile dim 1 a run of tokens rather than token t (decode_config.h's attention_run_stride).
 //   reads (cfg, o_part: KVS x T x HQ x D f32, ml: KVS x T x HQ x 2 f32), writes (attn: T x HQ D bf16)
 
 #include "kernels/llm/decode_attention.h"
