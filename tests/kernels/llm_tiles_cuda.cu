@@ -71,7 +71,7 @@ __global__ void __launch_bounds__(kThreads + 32, 1) run_tiles(const TileLaunch l
     for (int64_t n = blockIdx.x; n < total; n += gridDim.x) {
       int64_t tile[TileLaunch::kMaxRank] = {};
       tile_of(n, tile);
-      w.load(Body::stream(Block{w}, tile, launch.reads, launch.writes));
+      w.load(Body::stream(Block{w}, tile, launch.reads, launch.writes), false);
     }
     w.finish_loading();
     return;

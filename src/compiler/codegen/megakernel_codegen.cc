@@ -1534,7 +1534,7 @@ EVT_HD inline bool load_task(W& w, const Params& p, const mk::LaunchArgs& a, int
     if (word == mk::kAnnounceStop) return false;
     if (word & kSkipped) return true;
   }
-  return w.load(stream<W, kS>(w, p, a, group_ref(group), t));
+  return w.load(stream<W, kS>(w, p, a, group_ref(group), t), kS == mk::kStatic && !group_announced(group));
 })CODE");
   line("");
   line(R"CODE(// Runs one task on the whole block: the leader waits, every thread runs the body, the leader
@@ -1735,7 +1735,7 @@ EVT_HD inline void run_loader(W& w, const Params& p, const mk::LaunchArgs& a) {
       int64_t t[4] = {};
       const int group = mk::task_id_group(task);
       unravel(p, group, mk::task_id_linear(task), t);
-      if (!w.load(stream<W, kS>(w, p, a, group_ref(group), t))) break;
+      if (!w.load(stream<W, kS>(w, p, a, group_ref(group), t), false)) break;
     }
   }
   w.finish_loading();

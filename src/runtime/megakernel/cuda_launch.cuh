@@ -86,6 +86,7 @@ cudaError_t CudaLaunch<MK>::launch(const typename MK::ParamsType& params, const 
   LaunchArgs a = args;
   const int smem = layout_shared_memory<MK>(a);
   a.poll_ns = poll_ns();
+  a.prefetch_in_flight = prefetch_in_flight();
   if (MK::has_streams && a.ring_stages < 1) return cudaErrorInvalidValue;
   switch (schedule) {
     case kDynamic:
@@ -107,6 +108,7 @@ cudaError_t CudaLaunch<MK>::launch_kernel(const typename MK::ParamsType& params,
   LaunchArgs a = args;
   const int smem = layout_shared_memory<MK>(a);
   a.poll_ns = poll_ns();
+  a.prefetch_in_flight = prefetch_in_flight();
   if (MK::has_streams && a.ring_stages < 1) return cudaErrorInvalidValue;
   launch_entry<MK, kConsumers, kThreads><<<blocks, kThreads, smem, stream>>>(p, a, k);
   return cudaGetLastError();

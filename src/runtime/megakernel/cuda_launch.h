@@ -28,6 +28,9 @@ int ring_stage_cap(int most);
 // The sleep between two polls of a wait, ns: EVT_POLL_NS (0 to 100000), to measure what the
 // pollers cost the memory system (a hundred SMs may poll one counter).
 int poll_ns();
+// The most fills a loader has in flight while it fills the ring for a task of the static order
+// ahead of the consumers, 0 for no cap (launch_knobs.cc says why): EVT_PREFETCH_IN_FLIGHT (0 to 64).
+int prefetch_in_flight();
 // The shared memory carveout every entry asks for, percent of the most (0 leaves the most to L1,
 // which caches the threads' stacks and spills): EVT_SMEM_CARVEOUT (0 to 100), or -1 for none.
 int smem_carveout();

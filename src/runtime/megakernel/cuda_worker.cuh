@@ -40,6 +40,7 @@ struct WorkerShared {
   SchedulerState* state;
   int64_t spin_limit_ns;
   int32_t poll_ns;
+  int32_t prefetch_in_flight;  // load(): at most this many fills in flight ahead of a task
   bool tracing;
 };
 
@@ -75,6 +76,7 @@ class CudaWorker {
       s.state = a.state;
       s.spin_limit_ns = a.spin_limit_ns;
       s.poll_ns = a.poll_ns;
+      s.prefetch_in_flight = a.prefetch_in_flight > 0 ? a.prefetch_in_flight : kMaxRingStages;
       s.tracing = a.trace != nullptr;
     }
     __syncthreads();
@@ -195,17 +197,36 @@ class CudaWorker {
   // --- the loader (lane 0 of the loader warp)
 
   // Fills the ring with every chunk of `s`, each once its stage is free. False when the launch
-  // aborted meanwhile.
-  __device__ bool load(const kernels::WeightStream& s) {
-    for (kernels::StreamCursor cursor(s); !cursor.done(); advance()) {
+  // aborted meanwhile. `ahead`: the stream of a task of the static order, whose first ring of
+  // chunks the loader fills while the consumers finish the task before and wait for this one's
+  // inputs; those fills go out at most `prefetch_in_flight` at a time, so that the wait's round
+  // trips do not queue behind them (launch_knobs.cc).
+  __device__ bool load(const kernels::WeightStream& s, bool ahead) {
+    const int paced = ahead ? stages_ : 0;
+    int fills = 0;
+    for (kernels::StreamCursor cursor(s); !cursor.done(); advance(), ++fills) {
       // The stage's previous fill (one round of the ring ago, phase_ ^ 1) must have been released.
       if (wrapped_ && !wait_until([&] { return phase_done(&worker_shared().ring.empty[stage_], phase_ ^ 1); },
                                   ErrorKind::kQueueTimeout)) {
         return false;
       }
+      if (fills < paced && !landed_behind(worker_shared().prefetch_in_flight)) return false;
       fill_stage(cursor, stage_data(stage_), &worker_shared().ring.full[stage_]);
     }
     return true;
+  }
+  // Waits until the fill `behind` fills before the next one has landed (at once when there is
+  // none), so that at most `behind` are in flight. False when the launch aborted.
+  __device__ bool landed_behind(int behind) {
+    if (behind >= stages_) return true;  // the ring's own bound
+    int s = stage_ - behind;
+    uint32_t parity = phase_;
+    if (s < 0) {
+      if (!wrapped_) return true;
+      s += stages_;
+      parity ^= 1;
+    }
+    return wait_until([&] { return phase_done(&worker_shared().ring.full[s], parity); }, ErrorKind::kQueueTimeout);
   }
   // Before the loader leaves: every copy it started has landed (a block must not exit with
   // copies into its shared memory in flight, as it can after an abort). The last fill of each

@@ -41,6 +41,22 @@ int poll_ns() {
   return ns;
 }
 
+// Why the ring's fills ahead of a task go out one at a time. The loader refills the ring for the
+// next task as the consumers release the last chunks of the one before, so every SM sends its
+// 128 KiB of copies into the memory system just as the layer's hand-off starts (17 MB over the
+// grid, ~3.7 us at the read bandwidth), and the hand-off's dependent round trips queue behind
+// them. bench/micro/handoff_micro.cu (H200): an all-to-all hand-off of a 4 KiB vector takes 1.5
+// us with the memory idle, 5.0 us behind such a burst of four 32 KiB copies a block, and 2.8 us
+// with the same copies one at a time. In the megakernel (H200,
+// bench/results/prefetch_in_flight_ab_h200.json) one at a time made B = 1 / 4 steps 0.8-2.9%
+// faster (8B -1.8%, 1.7B -2.6% at B = 1) and B = 64 steps 0.1-0.3% slower; two at a time did next
+// to nothing.
+constexpr int kDefaultPrefetchInFlight = 1;
+int prefetch_in_flight() {
+  static const int n = env_int("EVT_PREFETCH_IN_FLIGHT", 0, 64, kDefaultPrefetchInFlight);
+  return n;
+}
+
 // -1: the driver splits each SM's 256 KiB between L1 and shared memory as it sees fit.
 int smem_carveout() {
   static const int percent = env_int("EVT_SMEM_CARVEOUT", -1, 100, -1);

@@ -143,6 +143,7 @@ struct LaunchArgs {
   int scratch_bytes;
   int ring_stages;  // set by the launch (cuda_launch.cuh)
   int poll_ns;      // CUDA: the sleep between two polls of a wait, set by the launch
+  int prefetch_in_flight;  // CUDA: the loader's cap on fills in flight ahead of a task (CudaWorker::load), likewise
 };
 
 // One traced task: what ran, when the leader began waiting, when the wait ended, and when the
