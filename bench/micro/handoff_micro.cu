@@ -14,15 +14,15 @@
 //     before the loads: one trip after the last store, at twice the bytes.
 // Each with the memory idle; with a loader warp per block streaming from DRAM through a 4 x 32
 // KiB ring throughout; or with the loader filling the whole ring once as each stage begins, as
-// the weight ring refills for the next task when a pass ends (the step's case). Every value read is checked. Standalone: one JSON
-// object per line.
+// the weight ring refills for the next task when a pass ends (the step's case). The loader keeps
+// 4, 2 or 1 copies in flight. Every value read is checked: a poll that gives up leaves a stale
+// value, counted in bad_values. Standalone: one JSON object per line.
 
 #include <cuda/ptx>
 #include <cuda_runtime.h>
 
 #include <cstdint>
 #include <cstdio>
-#include <vector>
 
 #include "cuda_check.h"
 #include "kernels/bulk_copy.h"
@@ -68,7 +68,10 @@ __device__ void stream(const unsigned char* slice, int64_t chunks, unsigned char
       if (c >= kStages && !wait_phase(&full[s], static_cast<uint32_t>((c / kStages - 1) & 1), failed)) return;
       // At most `in_flight` copies outstanding: copy c waits for copy c - in_flight to land.
       const int64_t landed = c - in_flight;
-      if (landed >= 0 && !wait_phase(&full[landed % kStages], static_cast<uint32_t>((landed / kStages) & 1), failed)) return;
+      if (landed >= 0 &&
+          !wait_phase(&full[landed % kStages], static_cast<uint32_t>((landed / kStages) & 1), failed)) {
+        return;
+      }
       evt::kernels::expect_copy_bytes(&full[s], kChunk);
       evt::kernels::copy_bulk(ring + s * kChunk, slice + (c % chunks) * kChunk, kChunk, &full[s], policy);
     }
@@ -102,8 +105,8 @@ __global__ void __launch_bounds__(kConsumers + 32, 1)
   const int lo = blockIdx.x * per, hi = min(n, lo + per);
   int bad = 0;
   for (int st = 0; st < stages; ++st) {
-    const int buf = st % 2;
-    if (threadIdx.x == 0) atomicAdd_block(&bursts, 1);  // a stage's buffer is written again two stages on, once every block read it
+    const int buf = st % 2;  // a stage's buffer is written again two stages on, once every block read it
+    if (threadIdx.x == 0) atomicAdd_block(&bursts, 1);    // the loader's cue, in burst mode
     if constexpr (kFlag) {
       uint64_t* v = flagged + buf * kMaxWords;
       const uint64_t flag = static_cast<uint64_t>(st + 1) << 32;
@@ -115,7 +118,8 @@ __global__ void __launch_bounds__(kConsumers + 32, 1)
         uint64_t a = 0, b = 0;
         for (uint32_t polls = 0; polls < kPollLimit; ++polls) {
           asm volatile("ld.relaxed.gpu.global.v2.u64 {%0, %1}, [%2];" : "=l"(a), "=l"(b) : "l"(v + i) : "memory");
-          if ((a >> 32) == static_cast<uint64_t>(st + 1) && (i + 1 >= n || (b >> 32) == static_cast<uint64_t>(st + 1))) break;
+          const uint64_t want = static_cast<uint64_t>(st + 1);
+          if ((a >> 32) == want && (i + 1 >= n || (b >> 32) == want)) break;
         }
         staged[i] = static_cast<uint32_t>(a);
         if (i + 1 < n) staged[i + 1] = static_cast<uint32_t>(b);
@@ -126,7 +130,8 @@ __global__ void __launch_bounds__(kConsumers + 32, 1)
       for (int i = lo + threadIdx.x; i < hi; i += kConsumers) v[i] = value_of(st, i);
       consumer_sync();
       if (threadIdx.x == 0) {
-        asm volatile("fence.acq_rel.gpu;\n red.relaxed.gpu.global.add.u64 [%0], 1;" ::"l"(counters + 32 * st) : "memory");
+        asm volatile("fence.acq_rel.gpu;\n red.relaxed.gpu.global.add.u64 [%0], 1;" ::"l"(counters + 32 * st)
+                     : "memory");
         uint64_t got = 0;
         for (uint32_t polls = 0; polls < kPollLimit; ++polls) {
           asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(got) : "l"(counters + 32 * st) : "memory");
@@ -170,36 +175,35 @@ int main() {
   CHECK(cudaMalloc(&src, int64_t{sms} * chunks_per_block * kChunk));
   CHECK(cudaMalloc(&failed, 4));
   CHECK(cudaMemset(src, 1, int64_t{sms} * chunks_per_block * kChunk));
-  CHECK(cudaMemset(failed, 0, 4));
   const int smem = kStages * kChunk;
   CHECK(cudaFuncSetAttribute(chain<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   CHECK(cudaFuncSetAttribute(chain<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  const auto measure = [&](int n, int streaming, int in_flight, bool flag) {
+    CHECK(cudaMemset(failed, 0, 4));
+    // Each launch reads the same slices: the offset the helper hands out is not used.
+    const double span = median_launch_span_us(sms, stamps, 1 << 30, 1 << 20, 9, [&](int64_t) {
+      CHECK(cudaMemset(counters, 0, int64_t{stages} * 32 * 8));
+      CHECK(cudaMemset(flagged, 0, 2 * kMaxWords * 8));
+      auto* kernel = flag ? chain<true> : chain<false>;
+      kernel<<<sms, kConsumers + 32, smem>>>(words, flagged, counters, n, stages, src, chunks_per_block, streaming,
+                                             in_flight, stamps, failed);
+    });
+    int bad = 0;
+    CHECK(cudaMemcpy(&bad, failed, 4, cudaMemcpyDeviceToHost));
+    std::printf(
+        "{\"bench\": \"handoff\", \"words\": %d, \"bytes_read\": %d, \"memory\": \"%s\", \"copies_in_flight\": %d, "
+        "\"mode\": \"%s\", \"us_per_stage\": %.3f, \"bad_values\": %d}\n",
+        n, n * (flag ? 8 : 4), memory_name(streaming), in_flight, flag ? "flag" : "counter", span / stages, bad);
+    std::fflush(stdout);
+  };
   // The vectors of a decode layer at B = 1, in 32-bit values: 0.6B's hidden f32 (1,024) and
   // intermediate bf16 (3,072 = 1,536 words), 8B's (4,096 and 6,144).
   for (int n : {1024, 1536, 4096, 6144}) {
     for (int streaming : {kIdle, kBurst, kContinuous}) {
-     for (int in_flight : {4, 2, 1}) {
-      if (streaming == kIdle && in_flight != 4) continue;
-      for (bool flag : {false, true}) {
-        const double span = median_launch_span_us(sms, stamps, 1 << 30, 1 << 20, 9, [&](int64_t) {
-          CHECK(cudaMemset(counters, 0, int64_t{stages} * 32 * 8));
-          CHECK(cudaMemset(flagged, 0, 2 * kMaxWords * 8));
-          if (flag) {
-            chain<true><<<sms, kConsumers + 32, smem>>>(words, flagged, counters, n, stages, src, chunks_per_block,
-                                                        streaming, in_flight, stamps, failed);
-          } else {
-            chain<false><<<sms, kConsumers + 32, smem>>>(words, flagged, counters, n, stages, src, chunks_per_block,
-                                                         streaming, in_flight, stamps, failed);
-          }
-        });
-        int bad = 0;
-        CHECK(cudaMemcpy(&bad, failed, 4, cudaMemcpyDeviceToHost));
-        std::printf("{\"bench\": \"handoff\", \"words\": %d, \"bytes_read\": %d, \"memory\": \"%s\", \"copies_in_flight\": %d, \"mode\": \"%s\", "
-                    "\"us_per_stage\": %.3f, \"bad_values\": %d}\n",
-                    n, n * (flag ? 8 : 4), memory_name(streaming), in_flight, flag ? "flag" : "counter", span / stages, bad);
-        std::fflush(stdout);
+      for (int in_flight : {4, 2, 1}) {
+        if (streaming == kIdle && in_flight != 4) continue;  // no copies to limit
+        for (bool flag : {false, true}) measure(n, streaming, in_flight, flag);
       }
-     }
     }
   }
   return 0;
