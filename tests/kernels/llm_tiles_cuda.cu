@@ -31,7 +31,7 @@ using kernels::DevBuffer;
 
 // The decode megakernel's block (LaunchShape in src/model/decode_megakernel_d*.cu): its consumer
 // threads and a loader warp, with the ring in the shared memory the most scratch leaves, as
-// layout_shared_memory (cuda_launch.cuh) lays it out.
+// complete_launch_args (cuda_launch.cuh) lays it out.
 constexpr int kThreads = kernels::llm::kDecodeThreads;
 constexpr int kScratchBytes = kernels::llm::kDecodeScratchBytes;
 constexpr int kRingStages = std::min<int>(mk::kDefaultRingStages, (mk::kSharedMemoryLimit - kScratchBytes) /

@@ -63,11 +63,12 @@ cudaError_t CudaLaunch<MK>::blocks_per_sm(int* blocks) {
   return cudaSuccess;
 }
 
-// A launch's arguments with its shared memory laid out: the scratch it asks for (within what the
-// kernel allows; 0 for the most), and the weight ring in what is left, at most ring_stage_cap() stages.
-// Returns the dynamic shared memory bytes.
+// A launch's arguments completed, for every entry alike: its shared memory laid out (the scratch
+// it asks for, within what the kernel allows, 0 for the most; the weight ring in what is left, at
+// most ring_stage_cap() stages) into `smem`, the dynamic shared memory bytes, and the launch knobs
+// set (launch_knobs.cc). An error when a kernel with weight streams is left no ring stage.
 template <class MK>
-int layout_shared_memory(LaunchArgs& a) {
+cudaError_t complete_launch_args(LaunchArgs& a, int& smem) {
   constexpr int most = CudaLaunch<MK>::kScratchBytes;
   const int scratch = a.scratch_bytes > 0 && a.scratch_bytes < most ? a.scratch_bytes : most;
   a.ring_stages = 0;
@@ -75,7 +76,10 @@ int layout_shared_memory(LaunchArgs& a) {
     const int64_t fit = (CudaLaunch<MK>::kDynamicBytes - scratch) / kernels::kChunkBytes;
     a.ring_stages = static_cast<int>(std::min<int64_t>(fit, ring_stage_cap(kMaxRingStages)));
   }
-  return scratch + a.ring_stages * static_cast<int>(kernels::kChunkBytes);
+  smem = scratch + a.ring_stages * static_cast<int>(kernels::kChunkBytes);
+  a.poll_ns = poll_ns();
+  a.prefetch_in_flight = prefetch_in_flight();
+  return MK::has_streams && a.ring_stages < 1 ? cudaErrorInvalidValue : cudaSuccess;
 }
 
 template <class MK>
@@ -84,10 +88,8 @@ cudaError_t CudaLaunch<MK>::launch(const typename MK::ParamsType& params, const 
   typename MK::ParamsType p = params;
   MK::views(p);
   LaunchArgs a = args;
-  const int smem = layout_shared_memory<MK>(a);
-  a.poll_ns = poll_ns();
-  a.prefetch_in_flight = prefetch_in_flight();
-  if (MK::has_streams && a.ring_stages < 1) return cudaErrorInvalidValue;
+  int smem = 0;
+  if (const cudaError_t e = complete_launch_args<MK>(a, smem); e != cudaSuccess) return e;
   switch (schedule) {
     case kDynamic:
       megakernel_entry<MK, kConsumers, kThreads, kDynamic><<<blocks, kThreads, smem, stream>>>(p, a);
@@ -106,10 +108,8 @@ cudaError_t CudaLaunch<MK>::launch_kernel(const typename MK::ParamsType& params,
   typename MK::ParamsType p = params;
   MK::views(p);
   LaunchArgs a = args;
-  const int smem = layout_shared_memory<MK>(a);
-  a.poll_ns = poll_ns();
-  a.prefetch_in_flight = prefetch_in_flight();
-  if (MK::has_streams && a.ring_stages < 1) return cudaErrorInvalidValue;
+  int smem = 0;
+  if (const cudaError_t e = complete_launch_args<MK>(a, smem); e != cudaSuccess) return e;
   launch_entry<MK, kConsumers, kThreads><<<blocks, kThreads, smem, stream>>>(p, a, k);
   return cudaGetLastError();
 }
