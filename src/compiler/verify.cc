@@ -124,6 +124,8 @@ class Verifier {
                  static_cast<int>(group.writes.size()) != fn->num_writes) {
         fail("{}: tile function {} takes {} reads and {} writes, but the group passes {} and {}", where, fn->name,
              fn->num_reads, fn->num_writes, group.reads.size(), group.writes.size());
+      } else if (fn->stream_after == kernels::StreamAfter::kGuards && !fn->device_stream.empty()) {
+        check_stream_guards(group, *fn, where);
       }
     }
     for (const auto* list : {&group.reads, &group.writes}) {
@@ -142,6 +144,21 @@ class Verifier {
     for (const auto& e : group.in_edges) check_edge(group, e, true);
     for (const auto& e : group.out_edges) check_edge(group, e, false);
     if (group.schedule == ir::GroupSchedule::kInline) check_inline(group, where);
+  }
+
+  // A StreamAfter::kGuards stream reads buffers the loader waits for through the group's
+  // data-independent in-edges and single-element triggers: a group with none of them would have
+  // the loader read the tables before any task wrote them.
+  void check_stream_guards(const ir::TaskGroup& group, const kernels::TileFunction& fn, const std::string& where) {
+    const bool guarded = std::any_of(group.in_edges.begin(), group.in_edges.end(), [&](const ir::Edge& e) {
+      return (e.map.kind == ir::EdgeMap::Kind::kMap && e.map.is_data_independent()) ||
+             (e.map.kind == ir::EdgeMap::Kind::kRangeTrigger && ir::single_element_trigger(g_, group, e));
+    });
+    if (!guarded) {
+      fail("{}: tile function {}'s weight stream reads what the group's waits guard (StreamAfter::kGuards), but the "
+           "group has no data-independent in-edge or single-element trigger for the loader to wait for",
+           where, fn.name);
+    }
   }
 
   // An inline group runs where its one awaited element completes, which its notifier finds from

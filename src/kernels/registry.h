@@ -19,6 +19,23 @@ struct SharedTask {
   std::string type, run, stream;
 };
 
+// When the loader may compute a task's weight stream, by what the stream reads.
+enum class StreamAfter {
+  // Only what no awaited event guards: before the task's waits, so the ring fills across them.
+  kNothing,
+  // Buffers an awaited event guards: the loader learns each task from the block's leader after
+  // its whole wait, as it does a range-triggered task's, so none of its weights are fetched across
+  // the wait.
+  kWait,
+  // Only buffers that the group's data-independent in-edges and a single-element range trigger
+  // guard, never what a searched trigger's element guards; and nothing for a task that a trigger
+  // skips. Under the static schedule the loader waits for those edges itself and fills the ring
+  // across the rest of the leader's wait. A routed expert's tile: the plan's tables say which
+  // expert's weights it streams; its expert's activations, which the searched ACTX element
+  // guards, are the body's alone (docs/moe_decode.md).
+  kGuards,
+};
+
 struct TileFunction {
   std::string name;
   std::string summary;       // one line, for --help and error messages
@@ -35,12 +52,10 @@ struct TileFunction {
   // Optional: the task's weight stream (kernels/weight_stream.h), which the GPU's loader warp
   // copies into shared memory ahead of the body, across its wait; the body reads it through
   // b.weights(stream). Signature: WeightStream f(const Block&, tile, reads, writes); it may read
-  // only what no awaited event guards (cfg, weights, buffer shapes), unless stream_after_wait.
+  // only what no awaited event guards (cfg, weights, buffer shapes), unless stream_after says
+  // otherwise.
   std::string device_stream;
-  // The stream reads buffers an awaited event guards (a routed expert's tile finds its expert in
-  // the plan's tables): the loader learns each task from the block's leader after its wait, as
-  // it does a range-triggered task's, so its weights are not fetched across the wait.
-  bool stream_after_wait = false;
+  StreamAfter stream_after = StreamAfter::kNothing;
   // Optional: the tile function is one case of a shared task (kernels/llm/gemv.h's GemvTask for
   // the projections). device_task builds it (Task f(tile, reads, writes), reading what
   // device_stream may read) and `shared` runs it. The megakernel then builds the task in the

@@ -34,6 +34,18 @@ const std::map<std::string, CpuTileFn>& cpu_bodies() {
   return kBodies;
 }
 
+// The named buffers as a body reads them.
+std::vector<DevBuffer> dev_buffers(Buffers& bufs, const std::vector<std::string>& names) {
+  std::vector<DevBuffer> out;
+  for (const std::string& name : names) {
+    const BufferView v = bufs.all.at(name).view();
+    DevBuffer d{.data = v.data, .rank = static_cast<int>(v.shape.size()), .numel = v.numel};
+    for (size_t k = 0; k < v.shape.size(); ++k) d.shape[k] = v.shape[k];
+    out.push_back(d);
+  }
+  return out;
+}
+
 class MoeBlock : public ::testing::Test, public MoeBlockCase {
  protected:
   // Every stage's body against its reference on layer l, from the same inputs (each reference's
@@ -79,6 +91,29 @@ class MoeBlock : public ::testing::Test, public MoeBlockCase {
       EXPECT_EQ(t.row0, indptr[t.expert]) << i;
       EXPECT_EQ(t.rows, indptr[t.expert + 1] - indptr[t.expert]) << i;
     }
+    expect_streams_follow_triggers(l, gu[kE], dn[kE]);
+  }
+
+  // StreamAfter::kGuards (both rows): the loader fills a tile's stream without learning whether
+  // its trigger released it, so a tile the trigger skips (past the routed experts' ranges, the
+  // tables' totals) must stream nothing, and every tile it releases its expert's weights.
+  void expect_streams_follow_triggers(int64_t l, int32_t gate_up_tiles, int32_t down_tiles) {
+    const std::vector<DevBuffer> gu_reads =
+        dev_buffers(b, {"cfg", "wtab", "x_mid", "exp_indptr", "perm", "gu_ptr", "tile_expert"});
+    const std::vector<DevBuffer> dn_reads =
+        dev_buffers(b, {"cfg", "wtab", "act_s", "exp_indptr", "sorted_w", "dn_ptr", "tile_expert"});
+    std::vector<DevBuffer> act = dev_buffers(b, {"act_s"}), y = dev_buffers(b, {"y_s"});
+    const SerialBlock block(nullptr);
+    for (int64_t i = 0; i < kMaxGu; ++i) {
+      const int64_t tile[2] = {l, i};
+      EXPECT_EQ(moe_expert_gate_up_stream(block, tile, gu_reads.data(), act.data()).chunks() > 0, i < gate_up_tiles)
+          << "gate/up tile " << i;
+    }
+    for (int64_t i = 0; i < kMaxDn; ++i) {
+      const int64_t tile[2] = {l, i};
+      EXPECT_EQ(moe_expert_down_stream(block, tile, dn_reads.data(), y.data()).chunks() > 0, i < down_tiles)
+          << "down tile " << i;
+    }
   }
 };
 
@@ -108,18 +143,6 @@ TEST_F(MoeBlock, ManyTokensMatchReferencesStageByStage) {
   add_step_buffers(kTokens, rng);
   for (int64_t l : {0, 1}) ASSERT_NO_FATAL_FAILURE(expect_stages_match(l));
   EXPECT_EQ(b.all.at("exp_indptr").i32.back(), kTokens * kK);
-}
-
-// The named buffers as a body reads them.
-std::vector<DevBuffer> dev_buffers(Buffers& bufs, const std::vector<std::string>& names) {
-  std::vector<DevBuffer> out;
-  for (const std::string& name : names) {
-    const BufferView v = bufs.all.at(name).view();
-    DevBuffer d{.data = v.data, .rank = static_cast<int>(v.shape.size()), .numel = v.numel};
-    for (size_t k = 0; k < v.shape.size(); ++k) d.shape[k] = v.shape[k];
-    out.push_back(d);
-  }
-  return out;
 }
 
 // The host's one-thread block with only `bytes` of scratch.

@@ -679,15 +679,25 @@ void Emitter::emit_group_geometry() {
               [&](size_t e) { return std::to_string(inline_by_index(e)); }, "-1");
   // A streamed group whose tasks the loader learns of from the leader under the static and
   // kernels schedules: a range trigger decides, at the wait, whether a task runs, and its stream
-  // may read the index buffers the trigger read; a stream_after_wait stream reads what the wait
-  // guards.
+  // may read the index buffers the trigger read; a StreamAfter::kWait stream reads what the wait
+  // guards. A StreamAfter::kGuards stream is empty for a task a trigger skips: the loader waits
+  // for what guards it (loader_wait) and needs no word.
+  const auto stream_after = [&](size_t g) {
+    const kernels::TileFunction& fn = *registry_.find(g_.groups[g].function);
+    return fn.device_stream.empty() ? std::optional<kernels::StreamAfter>() : fn.stream_after;
+  };
   emit_switch("bool group_announced(int group)", "group", g_.groups.size(), [&](size_t g) {
-    const ir::TaskGroup& group = g_.groups[g];
-    const kernels::TileFunction& fn = *registry_.find(group.function);
-    const bool triggered = std::any_of(group.in_edges.begin(), group.in_edges.end(), [](const ir::Edge& e) {
+    const std::vector<ir::Edge>& in = g_.groups[g].in_edges;
+    const bool triggered = std::any_of(in.begin(), in.end(), [](const ir::Edge& e) {
       return e.map.kind == ir::EdgeMap::Kind::kRangeTrigger;
     });
-    return (triggered || fn.stream_after_wait) && !fn.device_stream.empty() ? "true" : "false";
+    const auto after = stream_after(g);
+    const bool announced = after && (*after == kernels::StreamAfter::kWait ||
+                                     (triggered && *after == kernels::StreamAfter::kNothing));
+    return announced ? "true" : "false";
+  }, "false");
+  emit_switch("bool group_loader_waits(int group)", "group", g_.groups.size(), [&](size_t g) {
+    return stream_after(g) == kernels::StreamAfter::kGuards ? "true" : "false";
   }, "false");
   line("");
 }
@@ -1318,6 +1328,31 @@ void Emitter::emit_group_code(size_t gi) {
   line("return mk::kRun;");
   close();
 
+  // The loader's wait (static schedule) before it computes a StreamAfter::kGuards stream: the
+  // data-independent in-edges and a single-element trigger, which guard what the stream reads;
+  // the leader waits for the rest (a searched trigger's element) while the ring fills.
+  if (fn->stream_after == kernels::StreamAfter::kGuards) {
+    line("template <class W, mk::Schedule kS>");
+    open("EVT_HD inline int loader_wait_class_@K@(W& w, const Params& p, const mk::LaunchArgs& a, const GroupRef& r, "
+         "const int64_t* t) {");
+    line("(void)w; (void)p; (void)a; (void)r; (void)t;");
+    line("mk::Help* const help = nullptr;  // the loader runs no other tasks meanwhile");
+    for (const auto& in : group.in_edges) {
+      if (in.map.kind == ir::EdgeMap::Kind::kMap && in.map.is_data_independent()) {
+        edge_comment("in-edge", in);
+        emit_edge_elements(in, static_cast<int>(gi), wait_action(in), "mk::kAbort");
+      } else if (in.map.kind == ir::EdgeMap::Kind::kRangeTrigger && ir::single_element_trigger(g_, group, in)) {
+        edge_comment("range trigger, its one element", in);
+        open("{");
+        line("const int64_t found = " + std::string(ir::layer_offset(g_, group, in).has_value() ? "t[0]" : "0") + ";");
+        line(wait_on(in, "found"));
+        close();
+      }
+    }
+    line("return mk::kRun;");
+    close();
+  }
+
   // Body (every thread of the block), and the prologue (every thread, before the waits), which
   // loads what no awaited event guards.
   const std::string views = fmt::format("const DevBuffer* reads = p.views + r.views; const DevBuffer* writes = reads + {};",
@@ -1483,20 +1518,28 @@ void Emitter::emit_dispatch_and_loops() {
   close();
   close();
   line("// One dispatch over classes of task groups.");
+  const std::vector<bool> every_class(classes_, true);
+  // Over the classes `which` holds; the others take the fallback.
   auto dispatch = [&](const std::string& ret, const std::string& name, const std::string& params, const std::string& args,
-                      const std::string& fallback) {
+                      const std::string& fallback, const std::vector<bool>& which) {
     line("template <class W, mk::Schedule kS>");
     open(fmt::format("EVT_HD inline {} {}(W& w, const Params& p, const mk::LaunchArgs& a, const GroupRef& r{}) {{", ret,
                      name, params));
     open("switch (r.cls) {");
-    for (size_t k = 0; k < classes_; ++k) line(fmt::format("case {}: return {}_class_{}<W, kS>(w, p, a, r{});", k, name, k, args));
+    for (size_t k = 0; k < classes_; ++k) {
+      if (which[k]) line(fmt::format("case {}: return {}_class_{}<W, kS>(w, p, a, r{});", k, name, k, args));
+    }
     line(fmt::format("default: return {};", fallback));
     close();
     close();
   };
-  dispatch("int", "wait", ", const int64_t* t, int64_t linear, mk::Help* help", ", t, linear, help", "mk::kAbort");
-  dispatch("void", "prologue", ", const int64_t* t", ", t", "");
-  const std::vector<bool> every_class(classes_, true);
+  dispatch("int", "wait", ", const int64_t* t, int64_t linear, mk::Help* help", ", t, linear, help", "mk::kAbort",
+           every_class);
+  // The loader's: the classes of StreamAfter::kGuards streams (load_task calls it for no other).
+  std::vector<bool> guarded_classes(classes_, false);
+  for (size_t k = 0; k < classes_; ++k) guarded_classes[k] = class_fn_[k]->stream_after == kernels::StreamAfter::kGuards;
+  dispatch("int", "loader_wait", ", const int64_t* t", ", t", "mk::kRun", guarded_classes);
+  dispatch("void", "prologue", ", const int64_t* t", ", t", "", every_class);
   emit_shared_dispatch("void", "body", "body", "", every_class);
   emit_shared_dispatch("kernels::WeightStream", "stream", "stream", "kernels::WeightStream{}", every_class);
   // What run_task's inline instantiation calls: only the classes of inline groups, so that the
@@ -1506,8 +1549,8 @@ void Emitter::emit_dispatch_and_loops() {
     if (is_inline(gi)) inline_classes[static_cast<size_t>(class_of_[gi])] = true;
   }
   emit_shared_dispatch("void", "body", "inline_body", "", inline_classes);
-  dispatch("bool", "notify", ", const int64_t* t", ", t", "false");
-  dispatch("void", "push_early", ", const int64_t* t", ", t", "");
+  dispatch("bool", "notify", ", const int64_t* t", ", t", "false", every_class);
+  dispatch("void", "push_early", ", const int64_t* t", ", t", "", every_class);
   line("");
   line(R"CODE(// A task as the leader announces it to the loader (mk::task_id), with kSkipped set for a task that
 // turned out to have nothing to do.
@@ -1533,6 +1576,9 @@ EVT_HD inline bool load_task(W& w, const Params& p, const mk::LaunchArgs& a, int
     const int64_t word = w.next_announced();
     if (word == mk::kAnnounceStop) return false;
     if (word & kSkipped) return true;
+  }
+  if (kS == mk::kStatic && group_loader_waits(group) && loader_wait<W, kS>(w, p, a, group_ref(group), t) != mk::kRun) {
+    return false;
   }
   return w.load(stream<W, kS>(w, p, a, group_ref(group), t), kS == mk::kStatic && !group_announced(group));
 })CODE");

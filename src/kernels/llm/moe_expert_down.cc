@@ -38,7 +38,7 @@ EVT_REGISTER_TILE_FUNCTION(moe_expert_down, TileFunction{
     .cpu = moe_expert_down_reference,
     .device_body = "evt::kernels::llm::moe_expert_down_body", .device_header = "kernels/llm/moe_expert_down.h",
     .device_stream = "evt::kernels::llm::moe_expert_down_stream",
-    .stream_after_wait = true,  // the expert is in the plan's tables
+    .stream_after = StreamAfter::kGuards,  // the expert is in the plan's tables
     .device_task = "evt::kernels::llm::moe_expert_down_task", .shared = gemv_shared_task(),
     .relative_cost = 1});
 
