@@ -40,8 +40,9 @@ EVT_HD void moe_expert_gate_up_body(const Block& b, const int64_t* tile, const D
   gemv_run(b, moe_expert_gate_up_task(tile, reads, writes));
 }
 
-// The stream reads tile_expert, which moe_plan writes: it is valid once the task is
-// released (the leader tells the loader after the wait; docs/moe_decode.md).
+// The stream reads tile_expert, which moe_plan writes before it notifies EXP: under the static
+// schedule the loader waits for EXP[l] itself (StreamAfter::kGuards; docs/moe_decode.md). A tile
+// past the routed experts' range streams nothing, as the trigger skips it.
 template <class Block>
 EVT_HD WeightStream moe_expert_gate_up_stream(const Block& b, const int64_t* tile, const DevBuffer* reads,
                                               const DevBuffer* writes) {
