@@ -150,10 +150,8 @@ class Verifier {
   // data-independent in-edges and single-element triggers: a group with none of them would have
   // the loader read the tables before any task wrote them.
   void check_stream_guards(const ir::TaskGroup& group, const kernels::TileFunction& fn, const std::string& where) {
-    const bool guarded = std::any_of(group.in_edges.begin(), group.in_edges.end(), [&](const ir::Edge& e) {
-      return (e.map.kind == ir::EdgeMap::Kind::kMap && e.map.is_data_independent()) ||
-             (e.map.kind == ir::EdgeMap::Kind::kRangeTrigger && ir::single_element_trigger(g_, group, e));
-    });
+    const bool guarded = std::any_of(group.in_edges.begin(), group.in_edges.end(),
+                                     [&](const ir::Edge& e) { return ir::waited_by_tile(g_, group, e); });
     if (!guarded) {
       fail("{}: tile function {}'s weight stream reads what the group's waits guard (StreamAfter::kGuards), but the "
            "group has no data-independent in-edge or single-element trigger for the loader to wait for",

@@ -78,6 +78,11 @@ bool single_element_trigger(const Graph& graph, const TaskGroup& group, const Ed
   return std::all_of(ev->shape.begin(), ev->shape.end(), [](const Expr& d) { return constant_value(d) == 1; });
 }
 
+bool waited_by_tile(const Graph& graph, const TaskGroup& group, const Edge& edge) {
+  return (edge.map.kind == EdgeMap::Kind::kMap && edge.map.is_data_independent()) ||
+         single_element_trigger(graph, group, edge);
+}
+
 std::string Edge::str() const { return "{" + event + ": \"" + map.str() + "\"}"; }
 
 std::string binding_str(const Binding& b) {

@@ -105,6 +105,11 @@ std::optional<int64_t> layer_offset(const Graph& graph, const TaskGroup& group, 
 // index buffers' writes before the read (the generated code and the verifier both rely on it).
 bool single_element_trigger(const Graph& graph, const TaskGroup& group, const Edge& edge);
 
+// Whether a task can wait for in-edge `edge` knowing only its tile: a data-independent map, or a
+// single-element trigger. What those edges guard is readable before the rest of the task's wait
+// (the loader reads a StreamAfter::kGuards stream's tables then; the verifier checks it can).
+bool waited_by_tile(const Graph& graph, const TaskGroup& group, const Edge& edge);
+
 // Values for a graph's symbolic dims, e.g. {B: 37}.
 using Binding = std::map<std::string, int64_t>;
 std::string binding_str(const Binding& b);  // "B=37, T=4"

@@ -1212,6 +1212,10 @@ void Emitter::emit_group_code(size_t gi) {
                        event_ref(g_.event_index(in.event)), element, group_ref(static_cast<int>(gi)), rank);
   };
   auto wait_action = [&](const ir::Edge& in) { return wait_on(in, "x"); };
+  // A single-element trigger's one element for the task: its layer's, or the event's only one.
+  auto single_element = [&](const ir::Edge& in) {
+    line(std::string("const int64_t found = ") + (ir::layer_offset(g_, group, in) ? "t[0]" : "0") + ";");
+  };
   auto edge_comment = [&](const char* what, const ir::Edge& e) {
     line(fmt::format("// {} {}: \"{}\"", what, event_ref(g_.event_index(e.event)), e.map.str()));
   };
@@ -1254,7 +1258,7 @@ void Emitter::emit_group_code(size_t gi) {
     if (ir::single_element_trigger(g_, group, in)) {
       // One element can cover the task: wait for it first and read its range after, so the index
       // buffers need no other event to guard them (its producer wrote them before it fired).
-      line("const int64_t found = " + std::string(per_layer ? "t[0]" : "0") + ";");
+      single_element(in);
       open("if constexpr (kS != mk::kKernels) {");
       line(wait_on(in, "found"));
       close();
@@ -1338,13 +1342,14 @@ void Emitter::emit_group_code(size_t gi) {
     line("(void)w; (void)p; (void)a; (void)r; (void)t;");
     line("mk::Help* const help = nullptr;  // the loader runs no other tasks meanwhile");
     for (const auto& in : group.in_edges) {
-      if (in.map.kind == ir::EdgeMap::Kind::kMap && in.map.is_data_independent()) {
+      if (!ir::waited_by_tile(g_, group, in)) continue;
+      if (in.map.kind == ir::EdgeMap::Kind::kMap) {
         edge_comment("in-edge", in);
         emit_edge_elements(in, static_cast<int>(gi), wait_action(in), "mk::kAbort");
-      } else if (in.map.kind == ir::EdgeMap::Kind::kRangeTrigger && ir::single_element_trigger(g_, group, in)) {
+      } else {
         edge_comment("range trigger, its one element", in);
         open("{");
-        line("const int64_t found = " + std::string(ir::layer_offset(g_, group, in).has_value() ? "t[0]" : "0") + ";");
+        single_element(in);
         line(wait_on(in, "found"));
         close();
       }
