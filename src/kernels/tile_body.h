@@ -9,7 +9,8 @@
 // Block provides thread() and threads() (this thread's index and the block size), sync() (a
 // block barrier), scratch() (kernels/block_scratch.h), weights(stream) (a reader of the task's
 // weight stream, kernels/weight_stream.h), and set_wait_count(set_index, element, count) for
-// groups with `sets`.
+// groups with `sets`. It may declare `static constexpr int kPassSets`: how many sets of 16 tokens
+// a projection's pass takes at most (kernels/llm/gemv.h; 1 when it does not).
 
 #include <cstdint>
 

@@ -8,6 +8,8 @@
 #include <optional>
 #include <utility>
 
+#include "kernels/llm/decode_config.h"
+#include "kernels/llm/gemv.h"
 #include "kernels/llm/sample.h"
 #include "model/decode_buffers.h"
 #include "model/decode_megakernels.h"
@@ -156,7 +158,12 @@ class CudaDecoder final : public Decoder {
                         batch.tokens() <= options_.graph_buckets.back();
     const StepBatch& run = replay ? padded(batch) : batch;
     const int64_t longest = replay ? options_.max_context : run.longest_context();
-    const Tiling tiling = step_tiling(run.tokens(), longest);
+    Tiling tiling = step_tiling(run.tokens(), longest);
+    // The static schedule's steps of more than 16 tokens may run the entry of wide passes.
+    const int asked = mk::wide_passes() >= 0 ? mk::wide_passes() : options_.wide_passes;
+    const bool wide = schedule_of(options_.exec) == mk::kStatic && run.tokens() > kernels::llm::kPassTokens &&
+                      (asked < 0 ? wide_pass_sets(config_) > 1 : asked == 1);
+    if (wide) tiling.pass_sets = kernels::llm::kWidePassSets;
     EVT_ASSIGN_OR_RETURN(StepPlan plan, plan_step(config_, tiling, cache_geometry(), run));
     if (replay) plan.set_kv_splits(ceil_div(options_.max_context, tiling.kv_split_len), tiling.workers);
 
@@ -180,6 +187,7 @@ class CudaDecoder final : public Decoder {
     o.cuda_graph = replay;
     o.blocks = blocks();
     o.scratch_bytes = static_cast<int>(plan.scratch_bytes);
+    o.wide_passes = wide;
     const std::optional<std::string> trace_path = std::exchange(trace_path_, std::nullopt);
     o.trace = trace_path.has_value();
     EVT_CUDA_RETURN(cudaEventRecord(start_, stream_));

@@ -23,6 +23,10 @@ struct CudaDecoderOptions {
   // fixed shapes. Other steps (prefill) run as plain kernel launches, as vLLM runs them.
   std::vector<int64_t> graph_buckets = {1, 2, 4, 8, 16, 32, 64, 128, 256};
   int64_t max_context = 4096;
+  // Megakernel mode: steps of more than 16 tokens run the entry of wide passes (kernels/llm/gemv.h)
+  // always (1), never (0), or as wide_pass_sets says for the model (-1). EVT_WIDE_PASSES, when set,
+  // overrides it.
+  int wide_passes = -1;
 };
 
 // Uploads a loaded model's weights.

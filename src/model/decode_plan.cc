@@ -23,9 +23,10 @@ static_assert(kernels::llm::kHostWarps * 32 == kernels::llm::kDecodeThreads,
 // The most weight groups a projection tile may own: what its warps keep in registers (gemv.h).
 constexpr int64_t kMaxTileGroups = kernels::llm::kMaxGroupsPerWarp * (kernels::llm::kDecodeThreads / 32);
 // A projection input of any width fits the scratch: it is staged a segment of k-blocks at a time.
-static_assert(kernels::llm::gemv_min_scratch(kMaxTileGroups, kernels::llm::kDecodeThreads / 32) <=
-                  kernels::llm::kDecodeScratchBytes,
-              "the largest projection tile's sums and one staged k-block fit the decode block's scratch");
+static_assert(kernels::llm::gemv_min_scratch(kMaxTileGroups, kernels::llm::kDecodeThreads / 32,
+                                             kernels::llm::kWidePassSets) <= mk::scratch_leaving_stages(3),
+              "the largest projection tile's sums of a wide pass and one staged k-block fit the scratch that "
+              "leaves the weight ring three stages");
 
 bool decode_head_dim_supported(int64_t head_dim) { return head_dim == 64 || head_dim == 128; }
 
@@ -173,18 +174,20 @@ struct GemvShape {
 // Qwen3-1.7B's 6.5 / 7.7 / 8.3% (109 KiB; 6.0 / 7.0 / 8.0% with 127); Qwen3-30B-A3B's at B = 16
 // 5.8% shorter with 97 KiB, in which its inputs take as many segments as in 127 (4.8%); and 97
 // KiB made Qwen3-0.6B's 4.8% longer at B = 16, its down input then staged in two segments, not one.
-int64_t step_scratch(int64_t least, const std::vector<GemvShape>& gemvs, int warps) {
+// `sets`: of 16 tokens, what a pass takes (gemv.h).
+int64_t step_scratch(int64_t least, const std::vector<GemvShape>& gemvs, int warps, int sets) {
   namespace llm = kernels::llm;
   const int64_t most = std::min<int64_t>(llm::kDecodeScratchBytes, mk::scratch_leaving_stages(3));
   int64_t scratch = least;
   for (const GemvShape& g : gemvs) {
     const int64_t kblocks = ceil_div(g.k, llm::kTileCols);
-    const int64_t segments = llm::gemv_segments(g.k, g.groups, g.tokens, warps, most);
+    const int64_t segments = llm::gemv_segments(g.k, g.groups, g.tokens, warps, most, sets);
     if (g.normed && segments > 1) {
       scratch = std::max(scratch, most);
     } else {
       const int64_t per_segment = ceil_div(kblocks, segments);
-      scratch = std::max(scratch, llm::gemv_scratch_bytes(per_segment * llm::kTileCols, g.groups, g.tokens, warps));
+      scratch =
+          std::max(scratch, llm::gemv_scratch_bytes(per_segment * llm::kTileCols, g.groups, g.tokens, warps, sets));
     }
   }
   return round_up(scratch, 1024);
@@ -259,6 +262,16 @@ Tiling weight_tiling(const ModelConfig& c, int workers) {
   t.lm_rounds = tile_rounds(c.vocab_size, llm::kTileRows, workers);
   if (c.moe) t.rows_e = rows_per_tile(std::max<int64_t>(1, c.moe->num_experts), llm::kTileRows, workers);
   return t;
+}
+
+// Measured on an H200 (bench/results/wide_passes_ab_h200.json), the megakernel's entry of wide
+// passes against passes of 16, B = 17 to 64 at ctx 512: Qwen3-8B 12-25% faster, its projections'
+// weights streamed once instead of up to four times; Qwen3-1.7B within 5% either way; Qwen3-0.6B
+// 10-17% and Qwen3-30B-A3B 30% slower. ptxas spills across that entry (its sums take registers
+// the rest of the megakernel needs), which slows every body; only the wider dense models stream
+// enough bytes a layer to gain more than that.
+int wide_pass_sets(const ModelConfig& c) {
+  return c.hidden_size >= 4096 && !c.has_moe_layers() ? kernels::llm::kWidePassSets : 1;
 }
 
 Tiling default_tiling(const ModelConfig& c, int64_t tokens, int64_t longest_context, int workers) {
@@ -371,8 +384,9 @@ Expected<StepPlan> plan_step(const ModelConfig& c, const Tiling& tiling, const K
     gemvs.push_back({c.moe->moe_intermediate_size, tiling.rows_dn / llm::kTileRows, tokens});
     least = std::max(least, llm::moe_plan_scratch_bytes(c.moe->num_experts, c.moe->num_experts_per_tok, warps));
   }
-  for (const GemvShape& g : gemvs) least = std::max(least, llm::gemv_min_scratch(g.groups, warps));
-  plan.scratch_bytes = step_scratch(least, gemvs, warps);
+  const int sets = tokens > llm::kPassTokens ? tiling.pass_sets : 1;
+  for (const GemvShape& g : gemvs) least = std::max(least, llm::gemv_min_scratch(g.groups, warps, sets));
+  plan.scratch_bytes = step_scratch(least, gemvs, warps, sets);
   auto& cfg = plan.cfg;
   cfg[llm::kCfgLayers] = static_cast<int32_t>(c.num_layers);
   cfg[llm::kCfgEpsBits] = std::bit_cast<int32_t>(static_cast<float>(c.rms_norm_eps));

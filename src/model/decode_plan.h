@@ -56,8 +56,15 @@ struct Tiling {
   int64_t rows_xi = 8;     // MoE expert gate/up of a sparse layer: rows of an expert's width
   int64_t rows_dn = 16;    // MoE expert down of a sparse layer: rows of H
   int64_t workers = 1;     // the SMs or threads the tiles are cut for (qkv_finish's pairs)
+  // Sets of 16 tokens a projection's pass takes in a step of more than 16 tokens
+  // (kernels/llm/gemv.h): kWidePassSets where such steps run the megakernel's entry of wide passes
+  // (the CUDA decoder's static schedule), which the step's scratch is then planned for.
+  int pass_sets = 1;
 };
 Tiling weight_tiling(const ModelConfig& config, int workers);
+// The pass sets a backend of wide passes gives `config`'s steps of more than 16 tokens (Tiling's
+// pass_sets): kWidePassSets for a dense model of hidden size 4096 or more, else 1.
+int wide_pass_sets(const ModelConfig& config);
 Tiling default_tiling(const ModelConfig& config, int64_t tokens, int64_t longest_context, int workers);
 
 // The KV cache's geometry: `pages` pages of `page_size` positions, per layer.

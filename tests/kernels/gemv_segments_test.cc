@@ -34,6 +34,14 @@ class SmallScratchBlock {
   int64_t bytes_;
 };
 
+// The same block taking passes of up to kSets sets of 16 tokens (gemv.h's kPassSets).
+template <int kSets>
+class WideBlock : public SmallScratchBlock {
+ public:
+  static constexpr int kPassSets = kSets;
+  using SmallScratchBlock::SmallScratchBlock;
+};
+
 struct Problem {
   int64_t rows, cols, tokens;
   std::vector<uint16_t> w, norm_w;  // tiled rows x cols, and cols norm weights
@@ -104,6 +112,11 @@ int64_t scratch_for(int64_t groups, int64_t tokens, int64_t kblocks) {
   return kGemvHeaderBytes + gemv_slot_bytes(groups, kHostWarps) + tokens * staged_row(kblocks) * 2;
 }
 
+// What passes of four sets take besides what scratch_for counts: three more sets' slots and header.
+int64_t wide_slots_and_header(int64_t groups) {
+  return gemv_slot_bytes(groups, kHostWarps, 4) - gemv_slot_bytes(groups, kHostWarps) + 3 * kGemvHeaderBytes;
+}
+
 TEST(GemvSegments, ASegmentedPassGivesTheOneSegmentOutputsBitForBit) {
   // 2 groups x 41 k-blocks (the last one partial), 5 tokens; segments of 3 k-blocks end inside
   // the 8-k-block chunks, and the last segment is short.
@@ -145,6 +158,47 @@ TEST(GemvSegments, SegmentedOutputsMatchADoubleReference) {
   }
 }
 
+TEST(GemvWidePasses, PassesOfSeveralSetsGiveThePassesOfSixteenBitForBit) {
+  struct Shape {
+    int64_t groups, kblocks, tokens;
+    int64_t stage_kblocks;  // k-blocks of 16 tokens the scratch stages at a time
+  };
+  // 17 to 100 tokens: two sets, a partial third, four, and passes of four sets then a partial one;
+  // 20 groups: two a warp on the host's 11 warps; 2 groups: several warps a group; segments of 3
+  // k-blocks of 16 tokens, which are fewer k-blocks of the wider passes' rows.
+  for (const Shape& sh : {Shape{3, 7, 17, 7}, Shape{2, 23, 40, 3}, Shape{20, 5, 64, 5}, Shape{5, 9, 100, 9},
+                          Shape{2, 23, 64, 3}}) {
+    const Problem pr = make_problem(sh.groups * kTileRows, sh.kblocks * kTileCols - 8, sh.tokens);
+    // Room for the same staged bytes with four sets' slots: their rows take a quarter of the k-blocks.
+    const int64_t bytes = scratch_for(sh.groups, kPassTokens, sh.stage_kblocks) + wide_slots_and_header(sh.groups);
+    const SmallScratchBlock narrow(bytes);
+    const WideBlock<2> two(bytes);
+    const WideBlock<4> four(bytes);
+    const GemvPlan wide_plan = gemv_plan(four, gemv_task(1, input_of(pr, false), pr.w.data(),
+                                                         tiled_shape(pr.rows, pr.cols), 0, sh.groups, 0, pr.cols,
+                                                         pr.rows, GemvOutput{}));
+    EXPECT_GT(wide_plan.pass_tokens, kPassTokens) << sh.tokens << " tokens";
+    for (bool norm : {false, true}) {
+      const std::vector<float> sixteen = run(pr, narrow, norm);
+      EXPECT_EQ(run(pr, two, norm), sixteen) << sh.groups << " groups, " << sh.tokens << " tokens in sets of two, "
+                                             << (norm ? "with" : "without") << " the norm";
+      EXPECT_EQ(run(pr, four, norm), sixteen) << sh.groups << " groups, " << sh.tokens << " tokens in sets of four, "
+                                              << (norm ? "with" : "without") << " the norm";
+      EXPECT_EQ(std::count_if(sixteen.begin(), sixteen.end(), [](float v) { return std::isnan(v); }), 0);
+    }
+  }
+}
+
+TEST(GemvWidePasses, RoundsOfWidePassesGiveWhatOneTaskPerPanelGives) {
+  // 3 panels of 12 groups (two a warp, then one), 40 tokens in one pass of three sets.
+  const Problem pr = make_problem(30 * kTileRows, 4 * kTileCols, 40, 12 * kTileRows);
+  const WideBlock<4> four(scratch_for(12, 40, 4) + wide_slots_and_header(12));
+  for (bool norm : {false, true}) {
+    EXPECT_EQ(run_panels(pr, four, norm, 12, true), run_panels(pr, SerialBlock(nullptr), norm, 12, false))
+        << (norm ? "with" : "without") << " the norm";
+  }
+}
+
 TEST(GemvRounds, RoundsGiveWhatOneTaskPerPanelGivesBitForBit) {
   struct Shape {
     int64_t groups, panel, kblocks, tokens;
@@ -165,6 +219,14 @@ TEST(GemvRounds, RoundsGiveWhatOneTaskPerPanelGivesBitForBit) {
       EXPECT_EQ(std::count_if(per_panel.begin(), per_panel.end(), [](float v) { return std::isnan(v); }), 0);
     }
   }
+}
+
+TEST(GemvWidePasses, AScratchWithoutRoomForTheSetsSlotsIsRefused) {
+  const Problem pr = make_problem(2 * kTileRows, 3 * kTileCols, 40);
+  const int64_t narrow_least = gemv_min_scratch(2, kHostWarps);
+  EXPECT_NO_THROW(run(pr, SmallScratchBlock(narrow_least), false));
+  EXPECT_THROW(run(pr, WideBlock<4>(narrow_least), false), std::logic_error);
+  EXPECT_NO_THROW(run(pr, WideBlock<4>(gemv_min_scratch(2, kHostWarps, 4)), false));
 }
 
 TEST(GemvRounds, ATaskOfRoundsMustReadWholePanelsEveryColumn) {

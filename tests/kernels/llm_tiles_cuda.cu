@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string_view>
 
 #include "kernels/llm/attention_merge.h"
 #include "kernels/llm/decode_attention.h"
@@ -48,12 +49,17 @@ struct Block {
   __device__ mk::CudaWorker::Reader weights(const kernels::WeightStream& s) const { return w.weights(s); }
   __device__ void set_wait_count(int, int64_t, int64_t) const {}  // no events here: moe_block_test checks them
 };
+// The block of the megakernel's entry for steps of more than 16 tokens: its projections' passes
+// take up to kWidePassSets sets of 16 (kernels/llm/gemv.h).
+struct WideBlock : Block {
+  static constexpr int kPassSets = kernels::llm::kWidePassSets;
+};
 
 // Runs every tile of the box, a block taking tiles in turn (grid-stride) as a megakernel worker
 // does: the consumer threads run the body, the loader warp fills the ring with each tile's weight
 // stream ahead of them. n is the same for every consumer thread, so the bodies' barriers are
 // reached by all.
-template <class Body>
+template <class Body, class B>
 __global__ void __launch_bounds__(kThreads + 32, 1) run_tiles(const TileLaunch launch, const __grid_constant__ mk::LaunchArgs a) {
   mk::CudaWorker w(kThreads, kRingStages);
   w.init(a);
@@ -71,7 +77,7 @@ __global__ void __launch_bounds__(kThreads + 32, 1) run_tiles(const TileLaunch l
     for (int64_t n = blockIdx.x; n < total; n += gridDim.x) {
       int64_t tile[TileLaunch::kMaxRank] = {};
       tile_of(n, tile);
-      w.load(Body::stream(Block{w}, tile, launch.reads, launch.writes), false);
+      w.load(Body::stream(B{w}, tile, launch.reads, launch.writes), false);
     }
     w.finish_loading();
     return;
@@ -79,19 +85,20 @@ __global__ void __launch_bounds__(kThreads + 32, 1) run_tiles(const TileLaunch l
   for (int64_t n = blockIdx.x; n < total; n += gridDim.x) {
     int64_t tile[TileLaunch::kMaxRank] = {};
     tile_of(n, tile);
-    Body::run(Block{w}, tile, launch.reads, launch.writes);
+    Body::run(B{w}, tile, launch.reads, launch.writes);
     w.sync();
   }
 }
 
-template <class Body>
+template <class Body, class B>
 cudaError_t launch_tiles(const TileLaunch& launch, int blocks, cudaStream_t stream) {
-  const cudaError_t e = cudaFuncSetAttribute(run_tiles<Body>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSharedBytes);
+  const cudaError_t e =
+      cudaFuncSetAttribute(run_tiles<Body, B>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSharedBytes);
   if (e != cudaSuccess) return e;
   mk::LaunchArgs a{};
   a.spin_limit_ns = 1'000'000'000;
   a.ring_stages = kRingStages;
-  run_tiles<Body><<<blocks, kThreads + 32, kSharedBytes, stream>>>(launch, a);
+  run_tiles<Body, B><<<blocks, kThreads + 32, kSharedBytes, stream>>>(launch, a);
   return cudaGetLastError();
 }
 
@@ -103,17 +110,21 @@ __device__ kernels::WeightStream no_stream(const Block&, const int64_t*, const D
 
 // A body as a type: the kernel template takes it by type rather than by function pointer, so the
 // host never needs the __host__ __device__ body instantiated for a block whose methods are
-// __device__ only.
+// __device__ only. A body with a weight stream runs projections (kernels/llm/gemv.h), which the
+// wide block runs too.
 #define EVT_LLM_BODY(tag, row_name, body_fn, stream_fn, reads, writes)                                               \
   struct tag {                                                                                                      \
     static constexpr const char* kRow = row_name;                                                                   \
     static constexpr const char* kBody = #body_fn;                                                                  \
     static constexpr int kReads = reads, kWrites = writes;                                                          \
+    static constexpr bool kStreams = std::string_view(#stream_fn) != "evt::testing::llm::no_stream";                \
     static_assert(kReads <= TileLaunch::kMaxBuffers && kWrites <= TileLaunch::kMaxBuffers);                         \
-    __device__ static void run(const Block& b, const int64_t* tile, const DevBuffer* r, const DevBuffer* w) {       \
+    template <class B>                                                                                              \
+    __device__ static void run(const B& b, const int64_t* tile, const DevBuffer* r, const DevBuffer* w) {           \
       body_fn(b, tile, r, w);                                                                                       \
     }                                                                                                               \
-    __device__ static kernels::WeightStream stream(const Block& b, const int64_t* tile, const DevBuffer* r,         \
+    template <class B>                                                                                              \
+    __device__ static kernels::WeightStream stream(const B& b, const int64_t* tile, const DevBuffer* r,             \
                                                    const DevBuffer* w) {                                            \
       return stream_fn(b, tile, r, w);                                                                              \
     }                                                                                                               \
@@ -123,9 +134,14 @@ __device__ kernels::WeightStream no_stream(const Block&, const int64_t*, const D
 #include "kernels/moe_tile_bodies.inc"
 #undef EVT_LLM_BODY
 
-template <class B>
+template <class Body>
 constexpr CudaTileBody entry() {
-  return CudaTileBody{B::kRow, B::kBody, B::kReads, B::kWrites, &launch_tiles<B>};
+  if constexpr (Body::kStreams) {
+    return CudaTileBody{Body::kRow, Body::kBody, Body::kReads, Body::kWrites, &launch_tiles<Body, Block>,
+                        &launch_tiles<Body, WideBlock>};
+  } else {
+    return CudaTileBody{Body::kRow, Body::kBody, Body::kReads, Body::kWrites, &launch_tiles<Body, Block>, nullptr};
+  }
 }
 
 const CudaTileBody kBodies[] = {

@@ -31,6 +31,10 @@ struct CudaTileBody {
   // tiles in turn (grid-stride), as a megakernel worker does, so bodies that keep state in shared
   // memory meet it left over from the block's previous tile.
   cudaError_t (*launch)(const TileLaunch& launch, int blocks, cudaStream_t stream);
+  // The same on the blocks of the megakernel's entry for steps of more than 16 tokens, whose
+  // projection passes take several sets of 16 (kernels/llm/gemv.h); null for a body that runs no
+  // projection.
+  cudaError_t (*launch_wide)(const TileLaunch& launch, int blocks, cudaStream_t stream);
 };
 
 // The megakernel's block size (runtime/megakernel/cuda_launch.h).

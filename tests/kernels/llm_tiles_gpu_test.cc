@@ -58,9 +58,9 @@ kernels::DevBuffer dev_buffer(std::byte* data, const HostTensor& t) {
   return d;
 }
 
-// Runs case `c` (a copy: its wtab is rewritten) through `body` on `blocks` blocks and downloads
-// the outputs, guard bands included, into `out`.
-void run_on_gpu(Case c, const CudaTileBody& body, int blocks, std::vector<GuardedImage>& out) {
+// Runs case `c` (a copy: its wtab is rewritten) through `body` on `blocks` blocks (of wide passes
+// with `wide`) and downloads the outputs, guard bands included, into `out`.
+void run_on_gpu(Case c, const CudaTileBody& body, int blocks, std::vector<GuardedImage>& out, bool wide = false) {
   ASSERT_LE(c.reads.size(), static_cast<size_t>(TileLaunch::kMaxBuffers));
   ASSERT_LE(c.writes.size(), static_cast<size_t>(TileLaunch::kMaxBuffers));
   ASSERT_LE(c.rank(), TileLaunch::kMaxRank);
@@ -94,7 +94,7 @@ void run_on_gpu(Case c, const CudaTileBody& body, int blocks, std::vector<Guarde
     launch.extent[k] = extent[static_cast<size_t>(k)];
   }
 
-  EVT_CUDA_ASSERT(body.launch(launch, blocks, nullptr));
+  EVT_CUDA_ASSERT((wide ? body.launch_wide : body.launch)(launch, blocks, nullptr));
   EVT_CUDA_ASSERT(cudaDeviceSynchronize());
   for (size_t k = 0; k < c.writes.size(); ++k) {
     EVT_CUDA_ASSERT(cudaMemcpy(out[k].bytes.data(), device_out[k], out[k].bytes.size(), cudaMemcpyDeviceToHost));
@@ -138,6 +138,7 @@ TEST_P(LlmTilesGpu, BodyMatchesReference) {
   ASSERT_NE(body, nullptr);
   const std::vector<GuardedImage> want = reference_outputs(c);
   const int64_t tiles = c.tile_count();
+  std::vector<GuardedImage> narrow;  // the outputs of passes of 16 tokens, on every tile's block
   for (const int64_t blocks : {std::min<int64_t>(tiles, 3), tiles}) {
     SCOPED_TRACE(::testing::Message() << blocks << " blocks for " << tiles << " tiles");
     std::vector<GuardedImage> got;
@@ -149,6 +150,18 @@ TEST_P(LlmTilesGpu, BodyMatchesReference) {
       EXPECT_TRUE(r.checks_something()) << r.buffer << ": the case checks nothing";
     }
     EXPECT_TRUE(all_ok(reports)) << describe_failures(reports);
+    narrow = std::move(got);
+  }
+  // Wide passes add every token's sums in the order passes of 16 do: the same outputs, bit for bit.
+  if (body->launch_wide != nullptr) {
+    std::vector<GuardedImage> wide;
+    ASSERT_NO_FATAL_FAILURE(run_on_gpu(c, *body, static_cast<int>(std::min<int64_t>(tiles, 3)), wide, true));
+    ASSERT_EQ(wide.size(), narrow.size());
+    for (size_t k = 0; k < wide.size(); ++k) {
+      if (c.writes[k].scratch) continue;
+      EXPECT_TRUE(wide[k].bytes == narrow[k].bytes) << c.name << ": output " << c.writes[k].tensor.name
+                                                    << " of wide passes differs from that of passes of 16";
+    }
   }
 }
 

@@ -8,7 +8,9 @@
 
 namespace evt::model::testing {
 
-Expected<std::unique_ptr<Decoder>> make_test_decoder(std::shared_ptr<const LoadedModel> model, Exec exec) {
+// The CPU backend has no wide passes: its steps run the same either way.
+Expected<std::unique_ptr<Decoder>> make_test_decoder(std::shared_ptr<const LoadedModel> model, Exec exec,
+                                                     bool /*wide_passes*/) {
   CpuDecoderOptions o;
   o.exec = exec;
   o.workers = 3;

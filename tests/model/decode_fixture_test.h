@@ -19,12 +19,15 @@
 
 namespace evt::model::testing {
 
-// Defined once per test binary: the decoder of its backend.
-Expected<std::unique_ptr<Decoder>> make_test_decoder(std::shared_ptr<const LoadedModel> model, Exec exec);
+// Defined once per test binary: the decoder of its backend; with wide_passes, one whose steps of
+// more than 16 tokens take wide passes (kernels/llm/gemv.h) whatever the model.
+Expected<std::unique_ptr<Decoder>> make_test_decoder(std::shared_ptr<const LoadedModel> model, Exec exec,
+                                                     bool wide_passes = false);
 
 struct Case {
   std::string fixture;
   Exec exec;
+  bool wide_passes = false;
 };
 
 // Every fixture (dense Qwen3, Llama-3, Qwen3-MoE) in each of `execs`.
@@ -37,7 +40,8 @@ inline std::vector<Case> fixture_cases(std::initializer_list<Exec> execs) {
 }
 
 inline std::string case_name(const ::testing::TestParamInfo<Case>& info) {
-  std::string name = info.param.fixture + "_" + std::string(exec_name(info.param.exec));
+  std::string name = info.param.fixture + "_" + std::string(exec_name(info.param.exec)) +
+                     (info.param.wide_passes ? "_wide_passes" : "");
   std::replace(name.begin(), name.end(), '-', '_');
   return name;
 }
@@ -48,7 +52,7 @@ class FixtureDecode : public ::testing::TestWithParam<Case> {
     ref_ = load_fixture_reference(GetParam().fixture);
     auto model = load_model(ref_.dir);
     ASSERT_TRUE(model.ok()) << model.status().message();
-    auto decoder = make_test_decoder(*model, GetParam().exec);
+    auto decoder = make_test_decoder(*model, GetParam().exec, GetParam().wide_passes);
     ASSERT_TRUE(decoder.ok()) << decoder.status().message();
     decoder_ = std::move(*decoder);
   }

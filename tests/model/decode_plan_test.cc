@@ -154,6 +154,44 @@ TEST(PlanStep, TheScratchIsTheLeastInWhichTheInputsTakeAsFewSegmentsAsInThreeRin
   EXPECT_EQ(down_segments(*c, 16, scratch(*c, 16)), 1);
 }
 
+TEST(PlanStep, AStepOfWidePassesPlansItsScratchForThem) {
+  const KvGeometry kv{16, 1024};
+  const int warps = llm::kDecodeThreads / 32;
+  auto c = preset_config("qwen3-0.6b");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  const auto scratch = [&](int64_t seqs, int pass_sets) {
+    std::vector<int32_t> token_seq;
+    for (int32_t s = 0; s < seqs; ++s) token_seq.push_back(s);
+    Tiling tiling = default_tiling(*c, seqs, 512, 132);
+    tiling.pass_sets = pass_sets;
+    auto plan = plan_step(*c, tiling, kv, batch_of(token_seq, seqs));
+    EXPECT_TRUE(plan.ok()) << plan.status().message();
+    return plan.ok() ? plan->scratch_bytes : int64_t{-1};
+  };
+  // A step of 16 tokens takes passes of 16 whatever the backend's wide passes.
+  EXPECT_EQ(scratch(16, llm::kWidePassSets), scratch(16, 1));
+  // At B = 64 the down input (3,072 columns) of passes of 64 tokens takes as few segments in the
+  // step's scratch as in three ring stages' (passes of 16 stage it whole in less).
+  const int64_t groups = weight_tiling(*c, 132).rows_h / llm::kTileRows;
+  const int64_t three = mk::scratch_leaving_stages(3), wide = scratch(64, llm::kWidePassSets);
+  const auto down_segments = [&](int64_t bytes, int sets) {
+    return llm::gemv_segments(c->intermediate_size, groups, 64, warps, bytes, sets);
+  };
+  EXPECT_GT(wide, scratch(64, 1));
+  EXPECT_LE(wide, three);
+  EXPECT_EQ(down_segments(wide, llm::kWidePassSets), down_segments(three, llm::kWidePassSets));
+  EXPECT_EQ(down_segments(scratch(64, 1), 1), 1);
+}
+
+TEST(WidePassSets, DenseModelsOfHiddenSize4096AndMoreTakeWidePasses) {
+  for (const auto& [preset, sets] : std::vector<std::pair<const char*, int>>{
+           {"qwen3-8b", llm::kWidePassSets}, {"qwen3-1.7b", 1}, {"qwen3-0.6b", 1}, {"qwen3-30b-a3b", 1}}) {
+    auto c = preset_config(preset);
+    ASSERT_TRUE(c.ok()) << c.status().message();
+    EXPECT_EQ(wide_pass_sets(*c), sets) << preset;
+  }
+}
+
 // KV splits: the fewest rounds of the fewest waves, and a round for the merge past one split; among
 // those, the count whose tasks are nearest half the workers (decode_plan.cc's kv_splits).
 TEST(DefaultTiling, AttentionSplitsInTheFewestRoundsIntoTasksNearestHalfTheWorkers) {

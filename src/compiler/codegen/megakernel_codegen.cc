@@ -1437,6 +1437,7 @@ void Emitter::emit_group_code(size_t gi) {
 }
 
 void Emitter::emit_block_members() {
+  line("static constexpr int kPassSets = W::kPassSets;");
   line("W& w;");
   line("const Params& p;");
   line("const mk::LaunchArgs& a;");

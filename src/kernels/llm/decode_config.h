@@ -21,6 +21,9 @@ namespace evt::kernels::llm {
 // three, and no less than attention's 97 KiB at head_dim 128.
 inline constexpr int kDecodeThreads = 352;
 inline constexpr int kDecodeScratchBytes = 159 * 1024;
+// The sets of 16 tokens a projection's pass takes in the decode megakernels' entry for steps of
+// more than 16 tokens (gemv.h): B = 64 streams each weight once rather than four times.
+inline constexpr int kWidePassSets = 4;
 
 // Words of the i32 `cfg` buffer.
 enum Cfg : int {

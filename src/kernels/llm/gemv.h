@@ -20,6 +20,13 @@
 //  4. At the end of a pass each warp leaves its sums in its shared-memory slots; the block adds
 //     the slots of each group in a fixed order (the results do not depend on timing) and writes
 //     each (token, output) as the task's GemvOutput says.
+//  5. A block type may take wider passes (its kPassSets, tile_body.h): up to kPassSets sets of 16
+//     tokens, whose sums the registers and the slots hold together, so that a step of up to
+//     16 x kPassSets tokens streams each weight once. Every token's sums are added in the same
+//     order as in passes of 16: the outputs are the same bit for bit. The megakernel compiles
+//     such a block into an entry of its own (cuda_launch.cuh), which the steps of more than 16
+//     tokens take: in the entry of every step its registers would make ptxas spill across the
+//     whole megakernel (bench/README.md, "GEMV passes of 64 tokens").
 // On the host (a block of one thread) the same staging, stream and slots run with a scalar
 // multiply, the one thread playing the GPU block's warps in turn, so the CPU tests cover how the
 // work is dealt out and added back up.
@@ -43,6 +50,16 @@ inline constexpr int kSlotFloats = kTileRows * kPassTokens;  // one warp's sums 
 inline constexpr int kMaxWarps = 32;                         // of a 1024-thread block: the norm's partial sums
 // The warps the host's one thread plays: the GPU decode block's (decode_config.h).
 inline constexpr int kHostWarps = 11;
+
+// The 16-token sets a pass may take on `Block`: its kPassSets, or 1.
+template <class Block>
+EVT_HD constexpr int gemv_pass_sets() {
+  if constexpr (requires { Block::kPassSets; }) {
+    return Block::kPassSets;
+  } else {
+    return 1;
+  }
+}
 
 template <class Block>
 EVT_HD int gemv_warps(const Block& b) {
@@ -126,13 +143,14 @@ struct GemvPlan {
   int64_t stride;       // staged row length, elements (staged_row of a segment)
   int64_t pass_tokens;  // tokens staged per pass
   int64_t passes;
-  double* red;          // kMaxWarps sum-of-squares partials
-  double* scale;        // kPassTokens RMSNorm scales
-  float* slots;         // W x Q x kSlotFloats
+  double* red;          // kMaxWarps sum-of-squares partials per set of a pass
+  double* scale;        // kPassTokens RMSNorm scales per set
+  int slot_tokens;      // the tokens of a slot's rows: kPassTokens per set a pass may take
+  float* slots;         // W x Q x kTileRows x slot_tokens
   uint16_t* stage;      // pass_tokens x stride bf16
 };
 
-inline constexpr int64_t kGemvHeaderBytes = (kMaxWarps + kPassTokens) * 8;
+inline constexpr int64_t kGemvHeaderBytes = (kMaxWarps + kPassTokens) * 8;  // per set of a pass
 
 // The length of a staged row for `kblocks` column blocks, in elements: one more block when that
 // puts rows 64 bytes apart modulo 128, so that the 8 lanes of a quarter warp loading 16 bytes of
@@ -142,17 +160,19 @@ EVT_HD constexpr int64_t staged_row(int64_t kblocks) { return kblocks * kTileCol
 EVT_HD constexpr int gemv_groups_per_warp(int64_t groups, int warps) {
   return groups <= warps ? 1 : static_cast<int>((groups + warps - 1) / warps);
 }
-EVT_HD constexpr int64_t gemv_slot_bytes(int64_t groups, int warps) {
-  return int64_t{warps} * gemv_groups_per_warp(groups, warps) * kSlotFloats * 4;
+EVT_HD constexpr int64_t gemv_slot_bytes(int64_t groups, int warps, int sets = 1) {
+  return int64_t{warps} * gemv_groups_per_warp(groups, warps) * kSlotFloats * sets * 4;
 }
 // The scratch a tile of `groups` groups over `k` columns uses with every token of a pass
-// staged in one segment, and the least it runs in (one token, one k-block a segment).
-EVT_HD constexpr int64_t gemv_scratch_bytes(int64_t k, int64_t groups, int64_t tokens, int warps) {
-  const int64_t staged = tokens < kPassTokens ? tokens : kPassTokens;
-  return kGemvHeaderBytes + gemv_slot_bytes(groups, warps) + staged * staged_row((k + kTileCols - 1) / kTileCols) * 2;
+// staged in one segment, and the least it runs in (one token, one k-block a segment), on a block
+// whose passes take up to `sets` sets of 16 tokens.
+EVT_HD constexpr int64_t gemv_scratch_bytes(int64_t k, int64_t groups, int64_t tokens, int warps, int sets = 1) {
+  const int64_t staged = tokens < kPassTokens * sets ? tokens : kPassTokens * sets;
+  return kGemvHeaderBytes * sets + gemv_slot_bytes(groups, warps, sets) +
+         staged * staged_row((k + kTileCols - 1) / kTileCols) * 2;
 }
-EVT_HD constexpr int64_t gemv_min_scratch(int64_t groups, int warps) {
-  return kGemvHeaderBytes + gemv_slot_bytes(groups, warps) + staged_row(1) * 2;
+EVT_HD constexpr int64_t gemv_min_scratch(int64_t groups, int warps, int sets = 1) {
+  return kGemvHeaderBytes * sets + gemv_slot_bytes(groups, warps, sets) + staged_row(1) * 2;
 }
 
 // How `groups` groups are dealt to the plan's warps: P warps a group, or Q groups a warp.
@@ -161,50 +181,55 @@ EVT_HD inline void deal_groups(GemvPlan& p, int64_t groups) {
   p.per_group = groups <= p.warps ? p.warps / static_cast<int>(max_of<int64_t>(groups, 1)) : 1;
 }
 
-// How a pass stages its input in `room` bytes of stage: every token of a pass staged, k-blocks in
-// segments of what then fits (the padding of staged_row comes with an even count: one block fewer
-// is odd and has none); fewer tokens only if a pass's tokens do not fit one k-block each.
+// How a pass of up to `sets` sets of 16 tokens stages its input in `room` bytes of stage: every
+// token of a pass staged, k-blocks in segments of what then fits (the padding of staged_row comes
+// with an even count: one block fewer is odd and has none); fewer tokens only if a pass's tokens
+// do not fit one k-block each.
 struct GemvStaging {
   int64_t pass_tokens;
   int64_t seg_kblocks;
 };
-EVT_HD constexpr GemvStaging gemv_staging(int64_t kblocks, int64_t tokens, int64_t room) {
+EVT_HD constexpr GemvStaging gemv_staging(int64_t kblocks, int64_t tokens, int64_t room, int sets = 1) {
   GemvStaging st{};
   st.pass_tokens =
-      max_of<int64_t>(1, min_of<int64_t>(min_of<int64_t>(kPassTokens, tokens), room / (staged_row(1) * 2)));
+      max_of<int64_t>(1, min_of<int64_t>(min_of<int64_t>(kPassTokens * sets, tokens), room / (staged_row(1) * 2)));
   int64_t seg = min_of<int64_t>(kblocks, room / (st.pass_tokens * kTileCols * 2));
   if (seg > 1 && st.pass_tokens * staged_row(seg) * 2 > room) --seg;
   st.seg_kblocks = max_of<int64_t>(1, seg);
   return st;
 }
-EVT_HD constexpr int64_t gemv_stage_room(int64_t scratch_bytes, int64_t groups, int warps) {
-  return scratch_bytes - kGemvHeaderBytes - gemv_slot_bytes(groups, warps);
+EVT_HD constexpr int64_t gemv_stage_room(int64_t scratch_bytes, int64_t groups, int warps, int sets = 1) {
+  return scratch_bytes - kGemvHeaderBytes * sets - gemv_slot_bytes(groups, warps, sets);
 }
 // The segments a pass of a tile of `groups` groups over `k` columns stages its input in, with
-// `scratch_bytes` of scratch: the pass stops to restage before each but the first. For planning a
-// step's scratch (model/decode_plan.cc).
-EVT_HD constexpr int64_t gemv_segments(int64_t k, int64_t groups, int64_t tokens, int warps, int64_t scratch_bytes) {
+// `scratch_bytes` of scratch, on a block of `sets`: the pass stops to restage before each but the
+// first. For planning a step's scratch (model/decode_plan.cc).
+EVT_HD constexpr int64_t gemv_segments(int64_t k, int64_t groups, int64_t tokens, int warps, int64_t scratch_bytes,
+                                       int sets = 1) {
   const int64_t kblocks = (k + kTileCols - 1) / kTileCols;
-  const GemvStaging st = gemv_staging(kblocks, tokens, gemv_stage_room(scratch_bytes, groups, warps));
+  const GemvStaging st = gemv_staging(kblocks, tokens, gemv_stage_room(scratch_bytes, groups, warps, sets), sets);
   return (kblocks + st.seg_kblocks - 1) / st.seg_kblocks;
 }
 
 template <class Block>
 EVT_HD GemvPlan gemv_plan(const Block& b, const GemvTask& j) {
+  constexpr int kSets = gemv_pass_sets<Block>();
   const Scratch s = b.scratch();
   GemvPlan p;
   p.warps = gemv_warps(b);
   deal_groups(p, j.groups);
   p.kblocks = (j.k1 - j.k0 + kTileCols - 1) / kTileCols;
-  const GemvStaging st = gemv_staging(p.kblocks, j.in.tokens, gemv_stage_room(s.bytes, j.groups, p.warps));
+  const GemvStaging st =
+      gemv_staging(p.kblocks, j.in.tokens, gemv_stage_room(s.bytes, j.groups, p.warps, kSets), kSets);
   p.pass_tokens = st.pass_tokens;
   p.seg_kblocks = st.seg_kblocks;
   p.stride = staged_row(p.seg_kblocks);
   p.passes = (j.in.tokens + p.pass_tokens - 1) / p.pass_tokens;
   p.red = reinterpret_cast<double*>(s.data);
-  p.scale = p.red + kMaxWarps;
-  p.slots = reinterpret_cast<float*>(p.scale + kPassTokens);
-  p.stage = reinterpret_cast<uint16_t*>(p.slots + p.warps * p.groups_per_warp * kSlotFloats);
+  p.scale = p.red + kMaxWarps * kSets;
+  p.slot_tokens = kPassTokens * kSets;
+  p.slots = reinterpret_cast<float*>(p.scale + kPassTokens * kSets);
+  p.stage = reinterpret_cast<uint16_t*>(p.slots + p.warps * p.groups_per_warp * kSlotFloats * kSets);
   return p;
 }
 
@@ -286,30 +311,42 @@ EVT_HD void stage_pass(const Block& b, const GemvInput& in, const GemvPlan& p, i
     stage_segment(b, in, p, c0, count, k0, k1);
     return;
   }
+  constexpr int kSets = gemv_pass_sets<Block>();
   const int64_t seg_end = min_of<int64_t>(k1, k0 + p.seg_kblocks * kTileCols);
   // Each row in parts, a warp's lanes over adjacent octets of one part: a part per warp when the
   // tokens are no more than the warps, else two parts a row (so that 16 rows are 32 parts rather
-  // than 16 rows over the decode block's 11 warps, 5 of which would take two whole rows).
-  const auto parts = static_cast<int32_t>(count <= warps(b) ? warps(b) / count : kMaxWarps / count);
-  const int64_t per = ((in.norm_len + parts - 1) / parts + 7) / 8 * 8;
-  for (int32_t i = warp(b); i < count * parts; i += warps(b)) {
-    const float* row = in.row(c0 + i / parts);
-    uint16_t* staged = p.stage + (i / parts) * p.stride - k0;  // column c at staged[c]
-    const int64_t s1 = min_of<int64_t>(in.norm_len, (i % parts + 1) * per);
-    double sum = 0;
-    for (int64_t col = (i % parts) * per + 8 * lane(b); col < s1; col += 8 * lanes()) {
-      float v[8];
-      load8_f32(row + col, v);
-      for (int j = 0; j < 8; ++j) sum += static_cast<double>(v[j]) * v[j];
-      if (col >= k0 && col < seg_end) {
-        float g[8];
-        load8_bf16(in.norm_w + col, g);
-        for (int j = 0; j < 8; ++j) v[j] *= g[j];
-        store_bf16x8(staged + col, v);
+  // than 16 rows over the decode block's 11 warps, 5 of which would take two whole rows). A wider
+  // pass parts each set of 16 tokens as a pass of those tokens alone would, so that a row's
+  // squares are added in the same order at any pass width.
+  const auto set_tokens = [&](int64_t set) {
+    return kSets == 1 ? count : min_of<int64_t>(kPassTokens, count - set * kPassTokens);
+  };
+  const auto parts_of = [&](int64_t n) { return static_cast<int32_t>(n <= warps(b) ? warps(b) / n : kMaxWarps / n); };
+  EVT_UNROLL
+  for (int set = 0; set < kSets; ++set) {
+    const int64_t t0 = set * kPassTokens, n = set_tokens(set);
+    if (kSets > 1 && n <= 0) break;
+    const int32_t parts = parts_of(n);
+    const int64_t per = ((in.norm_len + parts - 1) / parts + 7) / 8 * 8;
+    for (int32_t i = warp(b); i < n * parts; i += warps(b)) {
+      const float* row = in.row(c0 + t0 + i / parts);
+      uint16_t* staged = p.stage + (t0 + i / parts) * p.stride - k0;  // column c at staged[c]
+      const int64_t s1 = min_of<int64_t>(in.norm_len, (i % parts + 1) * per);
+      double sum = 0;
+      for (int64_t col = (i % parts) * per + 8 * lane(b); col < s1; col += 8 * lanes()) {
+        float v[8];
+        load8_f32(row + col, v);
+        for (int j = 0; j < 8; ++j) sum += static_cast<double>(v[j]) * v[j];
+        if (col >= k0 && col < seg_end) {
+          float g[8];
+          load8_bf16(in.norm_w + col, g);
+          for (int j = 0; j < 8; ++j) v[j] *= g[j];
+          store_bf16x8(staged + col, v);
+        }
       }
+      sum = warp_sum(sum);
+      if (lane(b) == 0) p.red[set * kMaxWarps + i] = sum;
     }
-    sum = warp_sum(sum);
-    if (lane(b) == 0) p.red[i] = sum;
   }
   // The segment's columns from k1 on are zeros.
   const auto tail = static_cast<int32_t>((k0 + p.seg_kblocks * kTileCols - seg_end) / 8);  // octets
@@ -319,8 +356,11 @@ EVT_HD void stage_pass(const Block& b, const GemvInput& in, const GemvPlan& p, i
   }
   b.sync();
   for (int64_t t = b.thread(); t < count; t += b.threads()) {
+    const int64_t set = kSets == 1 ? 0 : t / kPassTokens;
+    const int32_t parts = parts_of(set_tokens(set));
+    const double* red = p.red + set * kMaxWarps + (t - set * kPassTokens) * parts;
     double sum = 0;
-    for (int32_t j = 0; j < parts; ++j) sum += p.red[t * parts + j];
+    for (int32_t j = 0; j < parts; ++j) sum += red[j];
     p.scale[t] = 1.0 / sqrt(sum / static_cast<double>(in.norm_len) + in.eps);
   }
 }
@@ -359,9 +399,9 @@ class WarpTiles {
   int32_t step_ = 0, kb_step_ = 0;
 };
 
-// The slot where warp-slot (w, q) leaves its sums: kTileRows rows x kPassTokens tokens.
+// The slot where warp-slot (w, q) leaves its sums: kTileRows rows x p.slot_tokens tokens.
 EVT_HD inline float* gemv_slot(const GemvPlan& p, int w, int q) {
-  return p.slots + (int64_t{w} * p.groups_per_warp + q) * kSlotFloats;
+  return p.slots + (int64_t{w} * p.groups_per_warp + q) * kTileRows * p.slot_tokens;
 }
 
 // The stage's segments along a pass's stream, whose tiles are k-block-major over the job's
@@ -409,7 +449,7 @@ __device__ inline void mma_tile(const unsigned char* tile, const uint16_t* const
 // A warp's share of one pass over `groups` groups (one round of it: gemv_run): every chunk from
 // the reader, its tiles into registers, then its sums into its slots. restage(kb) refills the
 // stage with the segment from k-block kb; every warp calls it at the same tile of the stream, as
-// every warp reads every chunk.
+// every warp reads every chunk. kNT 8-token column tiles: kNT / 2 sets of 16 tokens, or one of 8.
 template <int kNT, class Reader, class Restage>
 __device__ void gemv_pass_warp(const GemvPlan& p, int64_t groups, int64_t count, int32_t tiles_per_pass,
                                Reader& reader, Restage&& restage) {
@@ -446,14 +486,31 @@ __device__ void gemv_pass_warp(const GemvPlan& p, int64_t groups, int64_t count,
     EVT_UNROLL
     for (int nt = 0; nt < kNT; ++nt) {
       const int col = nt * 8 + 2 * c;
-      slot[g * kPassTokens + col] = acc[nt][0];
-      slot[g * kPassTokens + col + 1] = acc[nt][1];
-      slot[(g + 8) * kPassTokens + col] = acc[nt][2];
-      slot[(g + 8) * kPassTokens + col + 1] = acc[nt][3];
+      slot[g * p.slot_tokens + col] = acc[nt][0];
+      slot[g * p.slot_tokens + col + 1] = acc[nt][1];
+      slot[(g + 8) * p.slot_tokens + col] = acc[nt][2];
+      slot[(g + 8) * p.slot_tokens + col + 1] = acc[nt][3];
     }
   };
   store(0, acc0);
   if (p.groups_per_warp > 1) store(1, acc1);
+}
+
+// The pass of the fewest column tiles that hold `count` tokens: 8, 16, or up to kSets sets of 16.
+template <int kSets, class Reader, class Restage>
+__device__ void gemv_pass(const GemvPlan& p, int64_t groups, int64_t count, int32_t tiles_per_pass, Reader& reader,
+                          Restage&& restage) {
+  if constexpr (kSets > 1) {
+    if (count > kSets / 2 * kPassTokens) {
+      gemv_pass_warp<2 * kSets>(p, groups, count, tiles_per_pass, reader, restage);
+    } else {
+      gemv_pass<kSets / 2>(p, groups, count, tiles_per_pass, reader, restage);
+    }
+  } else if (count > 8) {
+    gemv_pass_warp<2>(p, groups, count, tiles_per_pass, reader, restage);
+  } else {
+    gemv_pass_warp<1>(p, groups, count, tiles_per_pass, reader, restage);
+  }
 }
 #endif
 
@@ -462,12 +519,7 @@ __device__ void gemv_pass_warp(const GemvPlan& p, int64_t groups, int64_t count,
 template <class Reader, class Restage>
 inline void gemv_pass_host(const GemvPlan& p, int64_t groups, int64_t count, int32_t tiles_per_pass, Reader& reader,
                            Restage&& restage) {
-  for (int w = 0; w < p.warps; ++w) {
-    for (int q = 0; q < p.groups_per_warp; ++q) {
-      float* slot = gemv_slot(p, w, q);
-      for (int i = 0; i < kSlotFloats; ++i) slot[i] = 0;
-    }
-  }
+  std::fill(p.slots, gemv_slot(p, p.warps, 0), 0.0f);
   std::vector<WarpTiles> warps;
   for (int w = 0; w < p.warps; ++w) warps.emplace_back(p, groups, w);
   Segments seg(p, groups, tiles_per_pass);
@@ -483,7 +535,7 @@ inline void gemv_pass_host(const GemvPlan& p, int64_t groups, int64_t count, int
               const uint16_t* x = p.stage + t * p.stride + (kb - seg.kb0()) * kTileCols;
               float sum = 0;
               for (int j = 0; j < kTileCols; ++j) sum += bf16_to_f32(tile[tile_element(r, j)]) * bf16_to_f32(x[j]);
-              slot[r * kPassTokens + t] += sum;
+              slot[r * p.slot_tokens + t] += sum;
             }
           }
         });
@@ -521,6 +573,8 @@ EVT_HD inline void gemv_store(const GemvTask& j, int64_t t, int64_t n, const flo
 template <class Block>
 EVT_HD void gemv_run(const Block& b, const GemvTask& j) {
   static_assert(kTileRows == 16, "a group holds 16 outputs of one matrix or 8 of two");
+  constexpr int kSets = gemv_pass_sets<Block>();
+  static_assert(kSets == 1 || kSets == 2 || kSets == 4, "a pass takes one, two or four sets of 16 tokens");
   if (j.empty()) return;
   const int outs_log2 = j.matrices == 2 ? 3 : 4, outs = 1 << outs_log2;  // kTileRows / matrices
   const GemvPlan p = gemv_plan(b, j);
@@ -544,6 +598,9 @@ EVT_HD void gemv_run(const Block& b, const GemvTask& j) {
   }
   if (j.groups > int64_t{kMaxGroupsPerWarp} * p.warps) {
     throw std::logic_error("gemv: the tile has more row groups than its warps hold in registers");
+  }
+  if (b.scratch().bytes < gemv_min_scratch(j.groups, p.warps, kSets)) {
+    throw std::logic_error("gemv: the scratch holds no staged k-block beside the tile's slots");
   }
 #endif
   const WeightStream s = gemv_stream(b, j);
@@ -571,11 +628,7 @@ EVT_HD void gemv_run(const Block& b, const GemvTask& j) {
       GemvPlan pr = p;
       deal_groups(pr, groups);
 #if defined(__CUDA_ARCH__)
-      if (count > 8) {
-        gemv_pass_warp<2>(pr, groups, count, tiles, reader, restage);
-      } else {
-        gemv_pass_warp<1>(pr, groups, count, tiles, reader, restage);
-      }
+      gemv_pass<kSets>(pr, groups, count, tiles, reader, restage);
 #else
       gemv_pass_host(pr, groups, count, tiles, reader, restage);
 #endif
@@ -596,7 +649,7 @@ EVT_HD void gemv_run(const Block& b, const GemvTask& j) {
           for (int u = 0; u < pr.per_group; ++u) {
             const int w = groups <= pr.warps ? gi + u * static_cast<int32_t>(groups) : gi - q * pr.warps;
             const float* slot = gemv_slot(pr, w, q);
-            for (int rr = 0; rr < j.matrices; ++rr) v[rr] += slot[(o + rr * outs) * kPassTokens + t];
+            for (int rr = 0; rr < j.matrices; ++rr) v[rr] += slot[(o + rr * outs) * pr.slot_tokens + t];
           }
           if (j.in.norm_w != nullptr) {
             for (int rr = 0; rr < j.matrices; ++rr) v[rr] = static_cast<float>(v[rr] * p.scale[t]);

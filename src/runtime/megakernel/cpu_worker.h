@@ -16,6 +16,7 @@ class CpuWorker {
  public:
   // No loader runs ahead on the host: the worker decodes its static order's tasks itself.
   static constexpr bool kLoaderDecodes = false;
+  static constexpr int kPassSets = 1;
 
   CpuWorker(int id, int count) : id_(id), count_(count) {}
 

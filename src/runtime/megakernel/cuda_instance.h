@@ -86,6 +86,8 @@ class CudaMegakernel {
     // Scratch (dynamic shared memory) per block, bytes; 0: the most the kernel allows. What the
     // tile bodies do not need is L1 cache, which the kernel's spills and stack live in.
     int scratch_bytes = 0;
+    // The static schedule: run the entry of wide passes (CudaLaunch::launch).
+    bool wide_passes = false;
   };
 
   static Expected<std::unique_ptr<CudaMegakernel>> create(int device = 0) {
@@ -154,7 +156,7 @@ class CudaMegakernel {
     last_capture_ms_ = 0;
     (void)cudaGetLastError();  // the launches below report their own errors, not an earlier call's
     if (o.schedule != kKernels) {
-      EVT_CUDA_RETURN(CudaLaunch<MK>::launch(p, a, blocks, o.schedule, o.stream));
+      EVT_CUDA_RETURN(CudaLaunch<MK>::launch(p, a, blocks, o.schedule, o.wide_passes, o.stream));
     } else if (!o.cuda_graph) {
       EVT_RETURN_IF_ERROR(launch_groups(p, a, o.stream));
     } else {

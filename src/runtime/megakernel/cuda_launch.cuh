@@ -10,19 +10,29 @@
 namespace evt::mk {
 
 // Each block: the consumer threads run the megakernel's loop; the loader warp's lane 0, if the
-// graph has weight streams, fills the ring for the same tasks.
-template <class MK, int kConsumers, int kThreads, Schedule kS>
+// graph has weight streams, fills the ring for the same tasks. W: CudaWorker, or a WideCudaWorker.
+template <class MK, int kConsumers, int kThreads, Schedule kS, class W = CudaWorker>
 __global__ void __launch_bounds__(kThreads, 1)
     megakernel_entry(const __grid_constant__ typename MK::ParamsType p, const __grid_constant__ LaunchArgs a) {
-  CudaWorker w(kConsumers, a.ring_stages);
+  W w(kConsumers, a.ring_stages);
   w.init(a);
   if constexpr (MK::has_streams) {
     if (w.is_loader()) {
-      if (threadIdx.x % 32 == 0) MK::template load<CudaWorker, kS>(w, p, a);
+      if (threadIdx.x % 32 == 0) MK::template load<W, kS>(w, p, a);
       return;
     }
   }
-  MK::template run<CudaWorker, kS>(w, p, a);
+  MK::template run<W, kS>(w, p, a);
+}
+
+// The static schedule's entry of wide passes, or (kPassSets 1) its only one.
+template <class MK>
+constexpr auto static_entry(bool wide) {
+  using L = CudaLaunch<MK>;
+  if constexpr (L::kPassSets > 1) {
+    if (wide) return &megakernel_entry<MK, L::kConsumers, L::kThreads, kStatic, WideCudaWorker<L::kPassSets>>;
+  }
+  return &megakernel_entry<MK, L::kConsumers, L::kThreads, kStatic>;
 }
 
 template <class MK, int kConsumers, int kThreads>
@@ -41,10 +51,11 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 template <class MK>
 cudaError_t CudaLaunch<MK>::blocks_per_sm(int* blocks) {
-  // The bound of all four entries (static, dynamic and per-group megakernels, kernels mode), each
-  // first allowed its dynamic shared memory: above 48 KiB it is opt-in per kernel.
+  // The bound of every entry (static, its wide passes', dynamic and per-group megakernels, kernels
+  // mode), each first allowed its dynamic shared memory: above 48 KiB it is opt-in per kernel.
   const void* entries[] = {
-      reinterpret_cast<const void*>(megakernel_entry<MK, kConsumers, kThreads, kStatic>),
+      reinterpret_cast<const void*>(static_entry<MK>(false)),
+      reinterpret_cast<const void*>(static_entry<MK>(true)),
       reinterpret_cast<const void*>(megakernel_entry<MK, kConsumers, kThreads, kDynamic>),
       reinterpret_cast<const void*>(megakernel_entry<MK, kConsumers, kThreads, kPerGroup>),
       reinterpret_cast<const void*>(launch_entry<MK, kConsumers, kThreads>),
@@ -84,7 +95,7 @@ cudaError_t complete_launch_args(LaunchArgs& a, int& smem) {
 
 template <class MK>
 cudaError_t CudaLaunch<MK>::launch(const typename MK::ParamsType& params, const LaunchArgs& args, int blocks,
-                                   Schedule schedule, cudaStream_t stream) {
+                                   Schedule schedule, bool wide, cudaStream_t stream) {
   typename MK::ParamsType p = params;
   MK::views(p);
   LaunchArgs a = args;
@@ -97,7 +108,7 @@ cudaError_t CudaLaunch<MK>::launch(const typename MK::ParamsType& params, const 
     case kPerGroup:
       megakernel_entry<MK, kConsumers, kThreads, kPerGroup><<<blocks, kThreads, smem, stream>>>(p, a);
       break;
-    default: megakernel_entry<MK, kConsumers, kThreads, kStatic><<<blocks, kThreads, smem, stream>>>(p, a); break;
+    default: static_entry<MK>(wide)<<<blocks, kThreads, smem, stream>>>(p, a); break;
   }
   return cudaGetLastError();
 }

@@ -60,6 +60,8 @@ class CudaWorker {
   // walks them anyway, for their streams) and hands the consumers the task: decoding between two
   // tasks was code the consumers ran, and fetched, on every hand-off.
   static constexpr bool kLoaderDecodes = true;
+  // Projection passes of one set of 16 tokens (WideCudaWorker: more).
+  static constexpr int kPassSets = 1;
 
   // `ring_stages`: the weight ring's stages (0: no ring), set up by init() before any other use.
   __device__ CudaWorker(int consumers, int ring_stages) : consumers_(consumers), stages_(ring_stages) {}
@@ -353,6 +355,17 @@ class CudaWorker {
   int stage_ = 0;
   uint32_t phase_ = 0;
   bool wrapped_ = false;
+};
+
+// The worker of a megakernel entry whose bodies' projection passes take up to kSets sets of 16
+// tokens (kernels/llm/gemv.h, tile_body.h): their sums take registers that, in the entry every
+// step runs, made ptxas spill across the whole megakernel, so steps of many tokens run an entry
+// of their own (cuda_launch.cuh).
+template <int kSets>
+class WideCudaWorker : public CudaWorker {
+ public:
+  static constexpr int kPassSets = kSets;
+  using CudaWorker::CudaWorker;
 };
 
 }  // namespace evt::mk

@@ -57,6 +57,14 @@ int prefetch_in_flight() {
   return n;
 }
 
+// Whether steps of more than 16 tokens run the static entry of wide passes: EVT_WIDE_PASSES=0
+// never, 1 for every model (to measure them against the same build's passes of 16); unset, -1,
+// as the decoder's rule for the model says (model/decode_plan.cc's wide_pass_sets).
+int wide_passes() {
+  static const int asked = env_int("EVT_WIDE_PASSES", 0, 1, -1);
+  return asked;
+}
+
 // -1: the driver splits each SM's 256 KiB between L1 and shared memory as it sees fit.
 int smem_carveout() {
   static const int percent = env_int("EVT_SMEM_CARVEOUT", -1, 100, -1);

@@ -18,6 +18,8 @@
 //                                          full; -1 when empty)
 //   kLoaderDecodes; post_task, take_task   whether a loader decodes the static order's tasks for
 //                                          the consumers (CUDA's does; the host's worker decodes its own)
+//   kPassSets                              the tile-body block's (tile_body.h): what the bodies'
+//                                          projection passes may take (kernels/llm/gemv.h)
 //
 // Counters need no reset pass: the scheduler's memory is two arenas, and a launch uses one while
 // it zeroes the other for the next launch. Nothing touches the other arena during the launch, so
