@@ -160,10 +160,10 @@ class CudaDecoder final : public Decoder {
     const int64_t longest = replay ? options_.max_context : run.longest_context();
     Tiling tiling = step_tiling(run.tokens(), longest);
     // The static schedule's steps of more than 16 tokens may run the entry of wide passes.
-    const int asked = mk::wide_passes() >= 0 ? mk::wide_passes() : options_.wide_passes;
-    const bool wide = schedule_of(options_.exec) == mk::kStatic && run.tokens() > kernels::llm::kPassTokens &&
-                      (asked < 0 ? wide_pass_sets(config_) > 1 : asked == 1);
-    if (wide) tiling.pass_sets = kernels::llm::kWidePassSets;
+    if (schedule_of(options_.exec) == mk::kStatic && run.tokens() > kernels::llm::kPassTokens) {
+      const int asked = mk::wide_passes() >= 0 ? mk::wide_passes() : options_.wide_passes;
+      tiling.pass_sets = asked < 0 ? wide_pass_sets(config_) : asked == 1 ? kernels::llm::kWidePassSets : 1;
+    }
     EVT_ASSIGN_OR_RETURN(StepPlan plan, plan_step(config_, tiling, cache_geometry(), run));
     if (replay) plan.set_kv_splits(ceil_div(options_.max_context, tiling.kv_split_len), tiling.workers);
 
@@ -187,7 +187,7 @@ class CudaDecoder final : public Decoder {
     o.cuda_graph = replay;
     o.blocks = blocks();
     o.scratch_bytes = static_cast<int>(plan.scratch_bytes);
-    o.wide_passes = wide;
+    o.wide_passes = tiling.pass_sets > 1;
     const std::optional<std::string> trace_path = std::exchange(trace_path_, std::nullopt);
     o.trace = trace_path.has_value();
     EVT_CUDA_RETURN(cudaEventRecord(start_, stream_));

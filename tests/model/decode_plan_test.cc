@@ -110,17 +110,23 @@ TEST(PlanStep, TheLmHeadIsOneTaskAWorkerInRoundsOfPanelsTheWarpsHold) {
   EXPECT_EQ(plan->cfg[llm::kCfgLmRounds], 4);
 }
 
-TEST(PlanStep, TheScratchIsTheLeastInWhichTheInputsTakeAsFewSegmentsAsInThreeRingStagesScratchOrAllOfIt) {
+// The scratch plan_step asks for a step of `seqs` decoding sequences (one token each) on 132
+// workers, with the tiling's pass sets at `pass_sets`.
+int64_t step_scratch_of(const ModelConfig& c, int64_t seqs, int pass_sets = 1) {
   const KvGeometry kv{16, 1024};  // 64 sequences of eight pages
+  std::vector<int32_t> token_seq;
+  for (int32_t s = 0; s < seqs; ++s) token_seq.push_back(s);
+  Tiling tiling = default_tiling(c, seqs, 512, 132);
+  tiling.pass_sets = pass_sets;
+  auto plan = plan_step(c, tiling, kv, batch_of(token_seq, seqs));
+  EXPECT_TRUE(plan.ok()) << plan.status().message();
+  return plan.ok() ? plan->scratch_bytes : int64_t{-1};
+}
+
+TEST(PlanStep, TheScratchIsTheLeastInWhichTheInputsTakeAsFewSegmentsAsInThreeRingStagesScratchOrAllOfIt) {
   const int warps = llm::kDecodeThreads / 32;
   const int64_t three = mk::scratch_leaving_stages(3);
-  const auto scratch = [&](const ModelConfig& c, int64_t seqs) {
-    std::vector<int32_t> token_seq;
-    for (int32_t s = 0; s < seqs; ++s) token_seq.push_back(s);
-    auto plan = plan_step(c, default_tiling(c, seqs, 512, 132), kv, batch_of(token_seq, seqs));
-    EXPECT_TRUE(plan.ok()) << plan.status().message();
-    return plan.ok() ? plan->scratch_bytes : int64_t{-1};
-  };
+  const auto scratch = [](const ModelConfig& c, int64_t seqs) { return step_scratch_of(c, seqs); };
   // A dense model's down projection: intermediate_size columns, rows_h rows a tile.
   const auto down_segments = [&](const ModelConfig& c, int64_t tokens, int64_t bytes) {
     const int64_t groups = weight_tiling(c, 132).rows_h / llm::kTileRows;
@@ -155,19 +161,10 @@ TEST(PlanStep, TheScratchIsTheLeastInWhichTheInputsTakeAsFewSegmentsAsInThreeRin
 }
 
 TEST(PlanStep, AStepOfWidePassesPlansItsScratchForThem) {
-  const KvGeometry kv{16, 1024};
   const int warps = llm::kDecodeThreads / 32;
   auto c = preset_config("qwen3-0.6b");
   ASSERT_TRUE(c.ok()) << c.status().message();
-  const auto scratch = [&](int64_t seqs, int pass_sets) {
-    std::vector<int32_t> token_seq;
-    for (int32_t s = 0; s < seqs; ++s) token_seq.push_back(s);
-    Tiling tiling = default_tiling(*c, seqs, 512, 132);
-    tiling.pass_sets = pass_sets;
-    auto plan = plan_step(*c, tiling, kv, batch_of(token_seq, seqs));
-    EXPECT_TRUE(plan.ok()) << plan.status().message();
-    return plan.ok() ? plan->scratch_bytes : int64_t{-1};
-  };
+  const auto scratch = [&](int64_t seqs, int pass_sets) { return step_scratch_of(*c, seqs, pass_sets); };
   // A step of 16 tokens takes passes of 16 whatever the backend's wide passes.
   EXPECT_EQ(scratch(16, llm::kWidePassSets), scratch(16, 1));
   // At B = 64 the down input (3,072 columns) of passes of 64 tokens takes as few segments in the
