@@ -102,7 +102,8 @@ std::vector<float> run_panels(const Problem& pr, const Block& b, bool norm, int6
 }
 
 // What the plan makes of the block's scratch for this problem.
-GemvPlan plan_of(const Problem& pr, const SmallScratchBlock& b) {
+template <class Block>
+GemvPlan plan_of(const Problem& pr, const Block& b) {
   return gemv_plan(b, gemv_task(1, GemvInput{.x = pr.x.data(), .ld = pr.cols, .tokens = pr.tokens}, pr.w.data(),
                                 tiled_shape(pr.rows, pr.cols), 0, pr.rows / kTileRows, 0, pr.cols, pr.rows, GemvOutput{}));
 }
@@ -112,7 +113,8 @@ int64_t scratch_for(int64_t groups, int64_t tokens, int64_t kblocks) {
   return kGemvHeaderBytes + gemv_slot_bytes(groups, kHostWarps) + tokens * staged_row(kblocks) * 2;
 }
 
-// What passes of four sets take besides what scratch_for counts: three more sets' slots and header.
+// What passes of four sets would take besides what scratch_for counts, their slots beside the
+// stage: three more sets' slots and header. In the stage, they leave the wide blocks more room.
 int64_t wide_slots_and_header(int64_t groups) {
   return gemv_slot_bytes(groups, kHostWarps, 4) - gemv_slot_bytes(groups, kHostWarps) + 3 * kGemvHeaderBytes;
 }
@@ -169,7 +171,8 @@ TEST(GemvWidePasses, PassesOfSeveralSetsGiveThePassesOfSixteenBitForBit) {
   for (const Shape& sh : {Shape{3, 7, 17, 7}, Shape{2, 23, 40, 3}, Shape{20, 5, 64, 5}, Shape{5, 9, 100, 9},
                           Shape{2, 23, 64, 3}}) {
     const Problem pr = make_problem(sh.groups * kTileRows, sh.kblocks * kTileCols - 8, sh.tokens);
-    // Room for the same staged bytes with four sets' slots: their rows take a quarter of the k-blocks.
+    // Room for the same staged bytes with four sets' slots beside the stage: their rows would
+    // take a quarter of the k-blocks, and with the slots in the stage take more.
     const int64_t bytes = scratch_for(sh.groups, kPassTokens, sh.stage_kblocks) + wide_slots_and_header(sh.groups);
     const SmallScratchBlock narrow(bytes);
     const WideBlock<2> two(bytes);
@@ -218,6 +221,31 @@ TEST(GemvRounds, RoundsGiveWhatOneTaskPerPanelGivesBitForBit) {
           << (norm ? "with" : "without") << " the norm";
       EXPECT_EQ(std::count_if(per_panel.begin(), per_panel.end(), [](float v) { return std::isnan(v); }), 0);
     }
+  }
+}
+
+TEST(GemvWidePasses, TheirSlotsLieInTheStage) {
+  // 2 groups (one a warp), 23 k-blocks, 64 tokens; the scratch holds the headers and four sets'
+  // slots, 11 staged k-blocks of 64 tokens in the same bytes.
+  const Problem pr = make_problem(2 * kTileRows, 23 * kTileCols, 64);
+  const int64_t slots = gemv_slot_bytes(2, kHostWarps, 4);
+  ASSERT_EQ(slots, 64 * staged_row(11) * 2);
+  const int64_t bytes = 4 * kGemvHeaderBytes + slots;
+  EXPECT_EQ(gemv_min_scratch(2, kHostWarps, 4), bytes);
+  EXPECT_EQ(gemv_stage_room(bytes, 2, kHostWarps, 4), slots);
+  const WideBlock<4> four(bytes);
+  const GemvPlan p = plan_of(pr, four);
+  EXPECT_EQ(static_cast<void*>(p.stage), static_cast<void*>(p.slots));
+  EXPECT_EQ(p.pass_tokens, 64);
+  EXPECT_EQ(p.seg_kblocks, 11);
+  EXPECT_EQ(gemv_segments(pr.cols, 2, pr.tokens, kHostWarps, bytes, 4), 3);
+  // Passes of 16 keep their slots beside the stage.
+  const SmallScratchBlock narrow(bytes);
+  const GemvPlan pn = plan_of(pr, narrow);
+  EXPECT_EQ(static_cast<void*>(pn.stage), static_cast<void*>(gemv_slot(pn, pn.warps, 0)));
+  EXPECT_EQ(gemv_stage_room(bytes, 2, kHostWarps), bytes - kGemvHeaderBytes - gemv_slot_bytes(2, kHostWarps));
+  for (bool norm : {false, true}) {
+    EXPECT_EQ(run(pr, four, norm), run(pr, narrow, norm)) << (norm ? "with" : "without") << " the norm";
   }
 }
 

@@ -27,6 +27,10 @@
 //     such a block into an entry of its own (cuda_launch.cuh), which the steps of more than 16
 //     tokens take: in the entry of every step its registers would make ptxas spill across the
 //     whole megakernel (bench/README.md, "GEMV passes of 64 tokens").
+//     Such a block's slots, kPassSets times as large, lie in the stage's memory rather than
+//     beside it (gemv_slots_in_stage): a warp stores its sums after a block barrier that follows
+//     every warp's last read of the stage, and a later round restages. Beside the stage they
+//     would leave Qwen3-8B's gate/up tiles at 64 tokens a fifth of their room to stage in.
 // On the host (a block of one thread) the same staging, stream and slots run with a scalar
 // multiply, the one thread playing the GPU block's warps in turn, so the CPU tests cover how the
 // work is dealt out and added back up.
@@ -146,11 +150,16 @@ struct GemvPlan {
   double* red;          // kMaxWarps sum-of-squares partials per set of a pass
   double* scale;        // kPassTokens RMSNorm scales per set
   int slot_tokens;      // the tokens of a slot's rows: kPassTokens per set a pass may take
-  float* slots;         // W x Q x kTileRows x slot_tokens
+  float* slots;         // W x Q x kTileRows x slot_tokens (at the stage: gemv_slots_in_stage)
   uint16_t* stage;      // pass_tokens x stride bf16
 };
 
 inline constexpr int64_t kGemvHeaderBytes = (kMaxWarps + kPassTokens) * 8;  // per set of a pass
+
+// Whether a block of passes of `sets` sets keeps its slots in the stage's memory (point 5 above).
+// Passes of 16 keep them beside it: their slots are small, and the barrier before the stores and
+// the restaging of a later round would be code in the entry that every step runs.
+EVT_HD constexpr bool gemv_slots_in_stage(int sets) { return sets > 1; }
 
 // The length of a staged row for `kblocks` column blocks, in elements: one more block when that
 // puts rows 64 bytes apart modulo 128, so that the 8 lanes of a quarter warp loading 16 bytes of
@@ -166,13 +175,17 @@ EVT_HD constexpr int64_t gemv_slot_bytes(int64_t groups, int warps, int sets = 1
 // The scratch a tile of `groups` groups over `k` columns uses with every token of a pass
 // staged in one segment, and the least it runs in (one token, one k-block a segment), on a block
 // whose passes take up to `sets` sets of 16 tokens.
+// The header, then the slots and the stage: one after the other, or in the same memory.
+EVT_HD constexpr int64_t gemv_layout_bytes(int64_t stage_bytes, int64_t groups, int warps, int sets) {
+  const int64_t slots = gemv_slot_bytes(groups, warps, sets);
+  return kGemvHeaderBytes * sets + (gemv_slots_in_stage(sets) ? max_of(slots, stage_bytes) : slots + stage_bytes);
+}
 EVT_HD constexpr int64_t gemv_scratch_bytes(int64_t k, int64_t groups, int64_t tokens, int warps, int sets = 1) {
   const int64_t staged = tokens < kPassTokens * sets ? tokens : kPassTokens * sets;
-  return kGemvHeaderBytes * sets + gemv_slot_bytes(groups, warps, sets) +
-         staged * staged_row((k + kTileCols - 1) / kTileCols) * 2;
+  return gemv_layout_bytes(staged * staged_row((k + kTileCols - 1) / kTileCols) * 2, groups, warps, sets);
 }
 EVT_HD constexpr int64_t gemv_min_scratch(int64_t groups, int warps, int sets = 1) {
-  return kGemvHeaderBytes * sets + gemv_slot_bytes(groups, warps, sets) + staged_row(1) * 2;
+  return gemv_layout_bytes(staged_row(1) * 2, groups, warps, sets);
 }
 
 // How `groups` groups are dealt to the plan's warps: P warps a group, or Q groups a warp.
@@ -199,7 +212,7 @@ EVT_HD constexpr GemvStaging gemv_staging(int64_t kblocks, int64_t tokens, int64
   return st;
 }
 EVT_HD constexpr int64_t gemv_stage_room(int64_t scratch_bytes, int64_t groups, int warps, int sets = 1) {
-  return scratch_bytes - kGemvHeaderBytes * sets - gemv_slot_bytes(groups, warps, sets);
+  return scratch_bytes - kGemvHeaderBytes * sets - (gemv_slots_in_stage(sets) ? 0 : gemv_slot_bytes(groups, warps, sets));
 }
 // The segments a pass of a tile of `groups` groups over `k` columns stages its input in, with
 // `scratch_bytes` of scratch, on a block of `sets`: the pass stops to restage before each but the
@@ -229,7 +242,8 @@ EVT_HD GemvPlan gemv_plan(const Block& b, const GemvTask& j) {
   p.scale = p.red + kMaxWarps * kSets;
   p.slot_tokens = kPassTokens * kSets;
   p.slots = reinterpret_cast<float*>(p.scale + kPassTokens * kSets);
-  p.stage = reinterpret_cast<uint16_t*>(p.slots + p.warps * p.groups_per_warp * kSlotFloats * kSets);
+  p.stage = reinterpret_cast<uint16_t*>(gemv_slots_in_stage(kSets) ? p.slots
+                                                                    : p.slots + p.warps * p.groups_per_warp * kSlotFloats);
   return p;
 }
 
@@ -449,10 +463,12 @@ __device__ inline void mma_tile(const unsigned char* tile, const uint16_t* const
 // A warp's share of one pass over `groups` groups (one round of it: gemv_run): every chunk from
 // the reader, its tiles into registers, then its sums into its slots. restage(kb) refills the
 // stage with the segment from k-block kb; every warp calls it at the same tile of the stream, as
-// every warp reads every chunk. kNT 8-token column tiles: kNT / 2 sets of 16 tokens, or one of 8.
-template <int kNT, class Reader, class Restage>
+// every warp reads every chunk. settle() comes between the last tile and the stores: a block
+// barrier where the slots lie in the stage. kNT 8-token column tiles: kNT / 2 sets of 16 tokens,
+// or one of 8.
+template <int kNT, class Reader, class Restage, class Settle>
 __device__ void gemv_pass_warp(const GemvPlan& p, int64_t groups, int64_t count, int32_t tiles_per_pass,
-                               Reader& reader, Restage&& restage) {
+                               Reader& reader, Restage&& restage, Settle&& settle) {
   const int w = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
   const int g = lane / 4, c = lane % 4;
   const uint16_t* x[kNT];
@@ -492,34 +508,36 @@ __device__ void gemv_pass_warp(const GemvPlan& p, int64_t groups, int64_t count,
       slot[(g + 8) * p.slot_tokens + col + 1] = acc[nt][3];
     }
   };
+  settle();
   store(0, acc0);
   if (p.groups_per_warp > 1) store(1, acc1);
 }
 
 // The pass of the fewest column tiles that hold `count` tokens: 8, 16, or up to kSets sets of 16.
-template <int kSets, class Reader, class Restage>
+template <int kSets, class Reader, class Restage, class Settle>
 __device__ void gemv_pass(const GemvPlan& p, int64_t groups, int64_t count, int32_t tiles_per_pass, Reader& reader,
-                          Restage&& restage) {
+                          Restage&& restage, Settle&& settle) {
   if constexpr (kSets > 1) {
     if (count > kSets / 2 * kPassTokens) {
-      gemv_pass_warp<2 * kSets>(p, groups, count, tiles_per_pass, reader, restage);
+      gemv_pass_warp<2 * kSets>(p, groups, count, tiles_per_pass, reader, restage, settle);
     } else {
-      gemv_pass<kSets / 2>(p, groups, count, tiles_per_pass, reader, restage);
+      gemv_pass<kSets / 2>(p, groups, count, tiles_per_pass, reader, restage, settle);
     }
   } else if (count > 8) {
-    gemv_pass_warp<2>(p, groups, count, tiles_per_pass, reader, restage);
+    gemv_pass_warp<2>(p, groups, count, tiles_per_pass, reader, restage, settle);
   } else {
-    gemv_pass_warp<1>(p, groups, count, tiles_per_pass, reader, restage);
+    gemv_pass_warp<1>(p, groups, count, tiles_per_pass, reader, restage, settle);
   }
 }
 #endif
 
 // The same on the host: the one thread plays each warp in turn, chunk by chunk (segment by
-// segment within a chunk), with a scalar multiply in float, adding into the slots.
+// segment within a chunk), with a scalar multiply in float, adding into sums that play the
+// registers and go to the slots at the pass's end (which may lie in the stage).
 template <class Reader, class Restage>
 inline void gemv_pass_host(const GemvPlan& p, int64_t groups, int64_t count, int32_t tiles_per_pass, Reader& reader,
                            Restage&& restage) {
-  std::fill(p.slots, gemv_slot(p, p.warps, 0), 0.0f);
+  std::vector<float> sums(static_cast<size_t>(gemv_slot(p, p.warps, 0) - p.slots), 0.0f);
   std::vector<WarpTiles> warps;
   for (int w = 0; w < p.warps; ++w) warps.emplace_back(p, groups, w);
   Segments seg(p, groups, tiles_per_pass);
@@ -529,7 +547,7 @@ inline void gemv_pass_host(const GemvPlan& p, int64_t groups, int64_t count, int
       for (int w = 0; w < p.warps; ++w) {
         warps[w].take(end, [&](int32_t i, int32_t kb, int q) {
           const auto* tile = reinterpret_cast<const uint16_t*>(tiles + (i - lo) * kTileBytes);
-          float* slot = gemv_slot(p, w, q);
+          float* slot = sums.data() + (gemv_slot(p, w, q) - p.slots);
           for (int r = 0; r < kTileRows; ++r) {
             for (int64_t t = 0; t < count; ++t) {
               const uint16_t* x = p.stage + t * p.stride + (kb - seg.kb0()) * kTileCols;
@@ -550,6 +568,7 @@ inline void gemv_pass_host(const GemvPlan& p, int64_t groups, int64_t count, int
     every_warp(hi);
     reader.release();
   }
+  std::copy(sums.begin(), sums.end(), p.slots);
 }
 
 // One output: the dot (or gate and up dots) v of token t, row n, through the task's GemvOutput.
@@ -615,8 +634,8 @@ EVT_HD void gemv_run(const Block& b, const GemvTask& j) {
     };
     for (int64_t r = 0; r < j.rounds; ++r) {
       // A later round reuses the slots, which the previous round's outputs were read from, and
-      // starts from the first segment.
-      if (r > 0 && p.seg_kblocks < p.kblocks) {
+      // starts from the first segment (which slots in the stage have overwritten).
+      if (r > 0 && (p.seg_kblocks < p.kblocks || gemv_slots_in_stage(kSets))) {
         restage(0);
       } else if (r > 0) {
         b.sync();
@@ -628,7 +647,9 @@ EVT_HD void gemv_run(const Block& b, const GemvTask& j) {
       GemvPlan pr = p;
       deal_groups(pr, groups);
 #if defined(__CUDA_ARCH__)
-      gemv_pass<kSets>(pr, groups, count, tiles, reader, restage);
+      gemv_pass<kSets>(pr, groups, count, tiles, reader, restage, [&] {
+        if constexpr (gemv_slots_in_stage(kSets)) b.sync();
+      });
 #else
       gemv_pass_host(pr, groups, count, tiles, reader, restage);
 #endif
