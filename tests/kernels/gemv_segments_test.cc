@@ -226,10 +226,11 @@ TEST(GemvRounds, RoundsGiveWhatOneTaskPerPanelGivesBitForBit) {
 
 TEST(GemvWidePasses, TheirSlotsLieInTheStage) {
   // 2 groups (one a warp), 23 k-blocks, 64 tokens; the scratch holds the headers and four sets'
-  // slots, 11 staged k-blocks of 64 tokens in the same bytes.
+  // slots, and in the same bytes 11 staged k-blocks of 64 tokens, not 12.
   const Problem pr = make_problem(2 * kTileRows, 23 * kTileCols, 64);
   const int64_t slots = gemv_slot_bytes(2, kHostWarps, 4);
-  ASSERT_EQ(slots, 64 * staged_row(11) * 2);
+  ASSERT_GE(slots, 64 * staged_row(11) * 2);
+  ASSERT_LT(slots, 64 * staged_row(12) * 2);
   const int64_t bytes = 4 * kGemvHeaderBytes + slots;
   EXPECT_EQ(gemv_min_scratch(2, kHostWarps, 4), bytes);
   EXPECT_EQ(gemv_stage_room(bytes, 2, kHostWarps, 4), slots);

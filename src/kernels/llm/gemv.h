@@ -50,8 +50,7 @@ static_assert(kTileBytes == kStreamTileBytes, "the stream moves whole weight til
 
 inline constexpr int kPassTokens = 16;       // tokens one pass multiplies: two 8-token MMA column tiles
 inline constexpr int kMaxGroupsPerWarp = 2;  // so a tile may hold up to 2 x warps groups
-inline constexpr int kSlotFloats = kTileRows * kPassTokens;  // one warp's sums for one group
-inline constexpr int kMaxWarps = 32;                         // of a 1024-thread block: the norm's partial sums
+inline constexpr int kMaxWarps = 32;         // of a 1024-thread block: the norm's partial sums
 // The warps the host's one thread plays: the GPU decode block's (decode_config.h).
 inline constexpr int kHostWarps = 11;
 
@@ -149,8 +148,8 @@ struct GemvPlan {
   int64_t passes;
   double* red;          // kMaxWarps sum-of-squares partials per set of a pass
   double* scale;        // kPassTokens RMSNorm scales per set
-  int slot_tokens;      // the tokens of a slot's rows: kPassTokens per set a pass may take
-  float* slots;         // W x Q x kTileRows x slot_tokens (at the stage: gemv_slots_in_stage)
+  int slot_stride;      // floats from one row of a slot to the next (gemv_slot_stride)
+  float* slots;         // W x Q x kTileRows x slot_stride (at the stage: gemv_slots_in_stage)
   uint16_t* stage;      // pass_tokens x stride bf16
 };
 
@@ -169,8 +168,13 @@ EVT_HD constexpr int64_t staged_row(int64_t kblocks) { return kblocks * kTileCol
 EVT_HD constexpr int gemv_groups_per_warp(int64_t groups, int warps) {
   return groups <= warps ? 1 : static_cast<int>((groups + warps - 1) / warps);
 }
+// The floats from one row of a slot (one warp's sums for one group) to the next: a token's sum
+// per set of 16 a pass may take, and one more. The epilogue's lanes read one token's sums of
+// consecutive rows; rows 16 or 64 floats apart put all 32 on one bank, and at B = 64 those loads
+// were a quarter of the megakernel's shared-memory wavefronts (Nsight Compute, Qwen3-8B).
+EVT_HD constexpr int gemv_slot_stride(int sets) { return kPassTokens * sets + 1; }
 EVT_HD constexpr int64_t gemv_slot_bytes(int64_t groups, int warps, int sets = 1) {
-  return int64_t{warps} * gemv_groups_per_warp(groups, warps) * kSlotFloats * sets * 4;
+  return int64_t{warps} * gemv_groups_per_warp(groups, warps) * kTileRows * gemv_slot_stride(sets) * 4;
 }
 // The scratch a tile of `groups` groups over `k` columns uses with every token of a pass
 // staged in one segment, and the least it runs in (one token, one k-block a segment), on a block
@@ -224,6 +228,11 @@ EVT_HD constexpr int64_t gemv_segments(int64_t k, int64_t groups, int64_t tokens
   return (kblocks + st.seg_kblocks - 1) / st.seg_kblocks;
 }
 
+// The slot where warp-slot (w, q) leaves its sums: kTileRows rows, p.slot_stride floats apart.
+EVT_HD inline float* gemv_slot(const GemvPlan& p, int w, int q) {
+  return p.slots + (int64_t{w} * p.groups_per_warp + q) * kTileRows * p.slot_stride;
+}
+
 template <class Block>
 EVT_HD GemvPlan gemv_plan(const Block& b, const GemvTask& j) {
   constexpr int kSets = gemv_pass_sets<Block>();
@@ -240,10 +249,9 @@ EVT_HD GemvPlan gemv_plan(const Block& b, const GemvTask& j) {
   p.passes = (j.in.tokens + p.pass_tokens - 1) / p.pass_tokens;
   p.red = reinterpret_cast<double*>(s.data);
   p.scale = p.red + kMaxWarps * kSets;
-  p.slot_tokens = kPassTokens * kSets;
+  p.slot_stride = gemv_slot_stride(kSets);
   p.slots = reinterpret_cast<float*>(p.scale + kPassTokens * kSets);
-  p.stage = reinterpret_cast<uint16_t*>(gemv_slots_in_stage(kSets) ? p.slots
-                                                                    : p.slots + p.warps * p.groups_per_warp * kSlotFloats);
+  p.stage = reinterpret_cast<uint16_t*>(gemv_slots_in_stage(kSets) ? p.slots : gemv_slot(p, p.warps, 0));
   return p;
 }
 
@@ -413,11 +421,6 @@ class WarpTiles {
   int32_t step_ = 0, kb_step_ = 0;
 };
 
-// The slot where warp-slot (w, q) leaves its sums: kTileRows rows x p.slot_tokens tokens.
-EVT_HD inline float* gemv_slot(const GemvPlan& p, int w, int q) {
-  return p.slots + (int64_t{w} * p.groups_per_warp + q) * kTileRows * p.slot_tokens;
-}
-
 // The stage's segments along a pass's stream, whose tiles are k-block-major over the job's
 // groups: the staged segment starts at k-block kb0 and ends before tile `end`. next() moves to the
 // following segment once the caller restaged it.
@@ -502,10 +505,10 @@ __device__ void gemv_pass_warp(const GemvPlan& p, int64_t groups, int64_t count,
     EVT_UNROLL
     for (int nt = 0; nt < kNT; ++nt) {
       const int col = nt * 8 + 2 * c;
-      slot[g * p.slot_tokens + col] = acc[nt][0];
-      slot[g * p.slot_tokens + col + 1] = acc[nt][1];
-      slot[(g + 8) * p.slot_tokens + col] = acc[nt][2];
-      slot[(g + 8) * p.slot_tokens + col + 1] = acc[nt][3];
+      slot[g * p.slot_stride + col] = acc[nt][0];
+      slot[g * p.slot_stride + col + 1] = acc[nt][1];
+      slot[(g + 8) * p.slot_stride + col] = acc[nt][2];
+      slot[(g + 8) * p.slot_stride + col + 1] = acc[nt][3];
     }
   };
   settle();
@@ -553,7 +556,7 @@ inline void gemv_pass_host(const GemvPlan& p, int64_t groups, int64_t count, int
               const uint16_t* x = p.stage + t * p.stride + (kb - seg.kb0()) * kTileCols;
               float sum = 0;
               for (int j = 0; j < kTileCols; ++j) sum += bf16_to_f32(tile[tile_element(r, j)]) * bf16_to_f32(x[j]);
-              slot[r * p.slot_tokens + t] += sum;
+              slot[r * p.slot_stride + t] += sum;
             }
           }
         });
@@ -670,7 +673,7 @@ EVT_HD void gemv_run(const Block& b, const GemvTask& j) {
           for (int u = 0; u < pr.per_group; ++u) {
             const int w = groups <= pr.warps ? gi + u * static_cast<int32_t>(groups) : gi - q * pr.warps;
             const float* slot = gemv_slot(pr, w, q);
-            for (int rr = 0; rr < j.matrices; ++rr) v[rr] += slot[(o + rr * outs) * pr.slot_tokens + t];
+            for (int rr = 0; rr < j.matrices; ++rr) v[rr] += slot[(o + rr * outs) * pr.slot_stride + t];
           }
           if (j.in.norm_w != nullptr) {
             for (int rr = 0; rr < j.matrices; ++rr) v[rr] = static_cast<float>(v[rr] * p.scale[t]);
