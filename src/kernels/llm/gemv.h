@@ -169,10 +169,12 @@ EVT_HD constexpr int gemv_groups_per_warp(int64_t groups, int warps) {
   return groups <= warps ? 1 : static_cast<int>((groups + warps - 1) / warps);
 }
 // The floats from one row of a slot (one warp's sums for one group) to the next: a token's sum
-// per set of 16 a pass may take, and one more. The epilogue's lanes read one token's sums of
-// consecutive rows; rows 16 or 64 floats apart put all 32 on one bank, and at B = 64 those loads
-// were a quarter of the megakernel's shared-memory wavefronts (Nsight Compute, Qwen3-8B).
-EVT_HD constexpr int gemv_slot_stride(int sets) { return kPassTokens * sets + 1; }
+// per set of 16 a pass may take, and in wider passes one more. The epilogue's lanes read one
+// token's sums of consecutive rows; rows 64 floats apart put all 32 on one bank, and at B = 64
+// those loads were a quarter of the megakernel's shared-memory wavefronts (Nsight Compute,
+// Qwen3-8B). Passes of 16 keep 16: padded, their 16-way conflicts gone, Qwen3-8B's and 1.7B's
+// steps at B = 1 took 0.3-0.6% longer (bench/README.md, "Slots in the stage").
+EVT_HD constexpr int gemv_slot_stride(int sets) { return sets > 1 ? kPassTokens * sets + 1 : kPassTokens; }
 EVT_HD constexpr int64_t gemv_slot_bytes(int64_t groups, int warps, int sets = 1) {
   return int64_t{warps} * gemv_groups_per_warp(groups, warps) * kTileRows * gemv_slot_stride(sets) * 4;
 }
