@@ -173,19 +173,19 @@ EVT_HD constexpr int gemv_groups_per_warp(int64_t groups, int warps) {
 // token's sums of consecutive rows; rows 64 floats apart put all 32 on one bank, and at B = 64
 // those loads were a quarter of the megakernel's shared-memory wavefronts (Nsight Compute,
 // Qwen3-8B). Passes of 16 keep 16: padded, their 16-way conflicts gone, Qwen3-8B's and 1.7B's
-// steps at B = 1 took 0.3-0.6% longer (bench/README.md, "Slots in the stage").
+// steps at B = 1 took 0.3-0.6% longer (bench/README.md, "Where the larger steps' GEMV time went").
 EVT_HD constexpr int gemv_slot_stride(int sets) { return sets > 1 ? kPassTokens * sets + 1 : kPassTokens; }
 EVT_HD constexpr int64_t gemv_slot_bytes(int64_t groups, int warps, int sets = 1) {
   return int64_t{warps} * gemv_groups_per_warp(groups, warps) * kTileRows * gemv_slot_stride(sets) * 4;
 }
-// The scratch a tile of `groups` groups over `k` columns uses with every token of a pass
-// staged in one segment, and the least it runs in (one token, one k-block a segment), on a block
-// whose passes take up to `sets` sets of 16 tokens.
 // The header, then the slots and the stage: one after the other, or in the same memory.
 EVT_HD constexpr int64_t gemv_layout_bytes(int64_t stage_bytes, int64_t groups, int warps, int sets) {
   const int64_t slots = gemv_slot_bytes(groups, warps, sets);
   return kGemvHeaderBytes * sets + (gemv_slots_in_stage(sets) ? max_of(slots, stage_bytes) : slots + stage_bytes);
 }
+// The scratch a tile of `groups` groups over `k` columns uses with every token of a pass
+// staged in one segment, and the least it runs in (one token, one k-block a segment), on a block
+// whose passes take up to `sets` sets of 16 tokens.
 EVT_HD constexpr int64_t gemv_scratch_bytes(int64_t k, int64_t groups, int64_t tokens, int warps, int sets = 1) {
   const int64_t staged = tokens < kPassTokens * sets ? tokens : kPassTokens * sets;
   return gemv_layout_bytes(staged * staged_row((k + kTileCols - 1) / kTileCols) * 2, groups, warps, sets);
@@ -218,7 +218,8 @@ EVT_HD constexpr GemvStaging gemv_staging(int64_t kblocks, int64_t tokens, int64
   return st;
 }
 EVT_HD constexpr int64_t gemv_stage_room(int64_t scratch_bytes, int64_t groups, int warps, int sets = 1) {
-  return scratch_bytes - kGemvHeaderBytes * sets - (gemv_slots_in_stage(sets) ? 0 : gemv_slot_bytes(groups, warps, sets));
+  const int64_t slots = gemv_slots_in_stage(sets) ? 0 : gemv_slot_bytes(groups, warps, sets);
+  return scratch_bytes - kGemvHeaderBytes * sets - slots;
 }
 // The segments a pass of a tile of `groups` groups over `k` columns stages its input in, with
 // `scratch_bytes` of scratch, on a block of `sets`: the pass stops to restage before each but the
@@ -678,9 +679,9 @@ EVT_HD void gemv_run(const Block& b, const GemvTask& j) {
 #endif
       b.sync();
       // (token, output) pairs, outputs fastest so that the stores are contiguous: thread i takes
-      // pairs i, i + threads, ..., each the token t and the place r in its outputs. Group gi's sums are in the slots of
-      // warps gi + u * groups (u < P), or of warp gi - W q (its q-th group, q = gi >= W: the
-      // groups are at most 2 W), added in that order.
+      // pairs i, i + threads, ..., each the token t and the place r in its outputs. Group gi's
+      // sums are in the slots of warps gi + u * groups (u < P), or of warp gi - W q (its q-th
+      // group, q = gi >= W: the groups are at most 2 W), added in that order.
       const auto per_token = static_cast<int32_t>(groups * outs);
       for (RowWalk i(b.thread(), b.threads(), per_token); i.row < count; i.next()) {
         const int32_t t = i.row, r = i.col;
