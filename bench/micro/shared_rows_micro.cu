@@ -1,0 +1,153 @@
+// What bounds a normed projection's first phase at B >= 16: every block of the step reads the same
+// input rows from the L2 at the same moment (Qwen3-8B's qkv and gate/up at B = 16: 16 rows of 4096
+// floats, 256 KiB a block, 10.6 us traced against 2.8 at B = 1). Here one block per SM (12 warps,
+// as the decode block's consumers) reads `rows` rows of `cols` values as `stage_pass` does: each
+// row in parts, a warp's lanes over adjacent octets of a part, the squares added. Measured by
+// element type (f32 as now, bf16 for half the bytes), octets in flight a lane (1, 2, 4), the
+// blocks' start (all at the first part, or each at its own), and blocks reading (132, or fewer:
+// if the time falls with them, the L2's throughput is the bound, not a thread's round trips).
+// Time: each block's span between two block barriers (%globaltimer), the slowest block of a
+// launch, the median over launches. Standalone: one JSON object per line, then a table.
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <vector>
+
+#include "cuda_check.h"
+
+namespace {
+
+constexpr int kWarps = 12;
+constexpr int kThreads = kWarps * 32;
+constexpr int kLaunches = 25;
+
+__device__ uint64_t now_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// Eight values at p as floats, loaded past the L1 (a block reads each value once).
+template <bool kBf16>
+__device__ void load8(const void* base, int64_t i, float (&v)[8]) {
+  if constexpr (kBf16) {
+    const uint4 u = __ldcg(reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(base) + i));
+    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+    for (int j = 0; j < 4; ++j) v[2 * j] = __uint_as_float(w[j] << 16), v[2 * j + 1] = __uint_as_float(w[j] & 0xffff0000u);
+  } else {
+    const float4 a = __ldcg(reinterpret_cast<const float4*>(static_cast<const float*>(base) + i));
+    const float4 b = __ldcg(reinterpret_cast<const float4*>(static_cast<const float*>(base) + i) + 1);
+    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+  }
+}
+
+template <bool kBf16, int kAhead>
+__global__ void __launch_bounds__(kThreads) read_rows(const void* x, int rows, int cols, bool stagger, uint64_t* span,
+                                                      float* sink) {
+  extern __shared__ float red[];
+  const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int parts = rows <= kWarps ? kWarps / rows : 2;  // stage_pass: two parts a row of a set of 16
+  const int per = ((cols + parts - 1) / parts + 7) / 8 * 8, total = rows * parts;
+  const int first = stagger ? static_cast<int>(blockIdx.x) % total : 0;
+  __syncthreads();
+  const uint64_t t0 = now_ns();
+  float sum = 0;
+  for (int j = w; j < total; j += kWarps) {
+    const int i = (j + first) % total, row = i / parts, part = i % parts;
+    const int c1 = min(cols, (part + 1) * per);
+    for (int col = part * per + 8 * lane; col < c1; col += 8 * 32 * kAhead) {
+      float v[kAhead][8];
+      for (int a = 0; a < kAhead; ++a) {
+        if (col + a * 256 < c1) load8<kBf16>(x, int64_t{row} * cols + col + a * 256, v[a]);
+        else for (float& e : v[a]) e = 0;
+      }
+      for (int a = 0; a < kAhead; ++a)
+        for (float e : v[a]) sum += e * e;
+    }
+  }
+  red[threadIdx.x] = sum;
+  __syncthreads();
+  const uint64_t t1 = now_ns();
+  if (threadIdx.x == 0) {
+    span[blockIdx.x] = t1 - t0;
+    float s = 0;
+    for (int t = 0; t < kThreads; ++t) s += red[t];
+    sink[blockIdx.x] = s;  // keeps the loads
+  }
+}
+
+struct Config {
+  bool bf16;
+  int ahead, rows, blocks;
+  bool stagger;
+};
+
+template <bool kBf16, int kAhead>
+void launch(const Config& c, const void* x, int cols, uint64_t* span, float* sink) {
+  const int smem = 100 * 1024;  // one block an SM
+  CHECK(cudaFuncSetAttribute(read_rows<kBf16, kAhead>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  read_rows<kBf16, kAhead><<<c.blocks, kThreads, smem>>>(x, c.rows, cols, c.stagger, span, sink);
+}
+
+void run(const Config& c, const void* x, int cols, uint64_t* span, float* sink) {
+  const auto pick = [&]<bool kBf16>() {
+    if (c.ahead == 1) launch<kBf16, 1>(c, x, cols, span, sink);
+    if (c.ahead == 2) launch<kBf16, 2>(c, x, cols, span, sink);
+    if (c.ahead == 4) launch<kBf16, 4>(c, x, cols, span, sink);
+  };
+  if (c.bf16) pick.template operator()<true>();
+  else pick.template operator()<false>();
+  CHECK(cudaGetLastError());
+}
+
+}  // namespace
+
+int main() {
+  int sms = 0;
+  CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  constexpr int kCols = 4096, kMaxRows = 64;
+  void* x = nullptr;
+  uint64_t* span = nullptr;
+  float* sink = nullptr;
+  CHECK(cudaMalloc(&x, size_t{kMaxRows} * kCols * 4));
+  CHECK(cudaMemset(x, 0x3c, size_t{kMaxRows} * kCols * 4));
+  CHECK(cudaMalloc(&span, sizeof(uint64_t) * sms));
+  CHECK(cudaMalloc(&sink, sizeof(float) * sms));
+  std::vector<Config> configs;
+  for (int rows : {1, 16, 64}) {
+    for (bool bf16 : {false, true}) {
+      for (int ahead : {1, 2, 4}) configs.push_back({bf16, ahead, rows, sms, false});
+      configs.push_back({bf16, 1, rows, sms, true});
+      configs.push_back({bf16, 1, rows, sms / 4, false});
+    }
+  }
+  std::printf("%-5s %5s %6s %7s %7s %9s %10s\n", "type", "rows", "ahead", "stagger", "blocks", "span us", "TB/s (L2)");
+  std::vector<char> table;
+  for (const Config& c : configs) {
+    std::vector<double> spans;
+    for (int l = 0; l < kLaunches; ++l) {
+      run(c, x, kCols, span, sink);
+      CHECK(cudaDeviceSynchronize());
+      std::vector<uint64_t> s(c.blocks);
+      CHECK(cudaMemcpy(s.data(), span, sizeof(uint64_t) * c.blocks, cudaMemcpyDeviceToHost));
+      spans.push_back(static_cast<double>(*std::max_element(s.begin(), s.end())) / 1000.0);
+    }
+    std::sort(spans.begin(), spans.end());
+    const double us = spans[spans.size() / 2];
+    const double bytes = double(c.blocks) * c.rows * kCols * (c.bf16 ? 2 : 4);
+    std::printf("{\"bench\": \"shared_rows\", \"type\": \"%s\", \"rows\": %d, \"cols\": %d, \"ahead\": %d, "
+                "\"stagger\": %s, \"blocks\": %d, \"span_us_median\": %.3f, \"l2_tbps\": %.3f}\n",
+                c.bf16 ? "bf16" : "f32", c.rows, kCols, c.ahead, c.stagger ? "true" : "false", c.blocks, us,
+                bytes / us / 1e6);
+    char line[160];
+    const int n = std::snprintf(line, sizeof line, "%-5s %5d %6d %7s %7d %9.3f %10.3f\n", c.bf16 ? "bf16" : "f32",
+                                c.rows, c.ahead, c.stagger ? "yes" : "no", c.blocks, us, bytes / us / 1e6);
+    table.insert(table.end(), line, line + n);
+  }
+  std::printf("%.*s", static_cast<int>(table.size()), table.data());
+  return 0;
+}
