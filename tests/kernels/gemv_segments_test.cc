@@ -46,11 +46,12 @@ struct Problem {
   int64_t rows, cols, tokens;
   std::vector<uint16_t> w, norm_w;  // tiled rows x cols, and cols norm weights
   std::vector<float> x;             // tokens x cols
+  std::vector<uint16_t> x_bf16;     // the same rounded, as a normed input is (the residual stream)
 };
 
 // Rows x cols weights in panels of `panel_rows` rows (0: one panel), tokens x cols inputs.
 Problem make_problem(int64_t rows, int64_t cols, int64_t tokens, int64_t panel_rows = 0) {
-  Problem p{rows, cols, tokens, {}, {}, {}};
+  Problem p{rows, cols, tokens, {}, {}, {}, {}};
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> u(-1, 1);
   std::vector<uint16_t> plain(static_cast<size_t>(rows * cols));
@@ -59,12 +60,16 @@ Problem make_problem(int64_t rows, int64_t cols, int64_t tokens, int64_t panel_r
   pack_tiled(rows, cols, panel_rows, [&](int64_t n) { return plain.data() + n * cols; }, p.w.data());
   for (int64_t k = 0; k < cols; ++k) p.norm_w.push_back(f32_to_bf16(0.5f + u(rng) * 0.25f));
   for (int64_t i = 0; i < tokens * cols; ++i) p.x.push_back(u(rng));
+  for (float v : p.x) p.x_bf16.push_back(f32_to_bf16(v));
   return p;
 }
 
+// Floats, or normed bf16.
 GemvInput input_of(const Problem& pr, bool norm) {
   GemvInput in{.x = pr.x.data(), .ld = pr.cols, .tokens = pr.tokens};
   if (norm) {
+    in.x = pr.x_bf16.data();
+    in.bf16 = true;
     in.norm_w = pr.norm_w.data();
     in.norm_len = pr.cols;
     in.eps = 1e-6f;

@@ -172,10 +172,11 @@ HostTensor f32_tensor(std::string name, std::vector<int64_t> shape, Rng& rng, do
   return t;
 }
 
-// An activation its producer stored in bf16 (attn, act), values in [-1, 1].
-HostTensor bf16_tensor(std::string name, std::vector<int64_t> shape, Rng& rng) {
+// An activation its producer stored in bf16 (attn, act, the residual stream x and x_mid), values
+// in [lo, hi].
+HostTensor bf16_tensor(std::string name, std::vector<int64_t> shape, Rng& rng, double lo = -1, double hi = 1) {
   HostTensor t(std::move(name), DType::kBf16, std::move(shape));
-  rng.fill(t, -1, 1);
+  rng.fill(t, lo, hi);
   return t;
 }
 
@@ -292,7 +293,7 @@ OutputSpec output(std::string name, DType dtype, std::vector<int64_t> shape) {
 
 // x (2 x T x H): only row `row` is the tile's to write.
 OutputSpec residual_output(const CaseSpec& s, int64_t row) {
-  OutputSpec o = output("x", DType::kF32, {2, s.tokens, s.hidden});
+  OutputSpec o = output("x", DType::kBf16, {2, s.tokens, s.hidden});
   o.must_write.assign(static_cast<size_t>(o.tensor.numel()), 0);
   std::fill_n(o.must_write.begin() + row * s.tokens * s.hidden, s.tokens * s.hidden, 1);
   return o;
@@ -324,7 +325,7 @@ void build_qkv_proj(Case& c, Rng& rng) {
   Weights w(c, rng);
   w.add(kl::kWqkv, tiled(qkv_width(s), s.hidden));
   w.add(kl::kWinputNorm, {s.hidden}, true);
-  c.reads.push_back(f32_tensor("x", {2, s.tokens, s.hidden}, rng, -s.x_scale, s.x_scale));
+  c.reads.push_back(bf16_tensor("x", {2, s.tokens, s.hidden}, rng, -s.x_scale, s.x_scale));
   c.writes.push_back(output("p_qkv", DType::kF32, {qkv_splits(s), s.tokens, qkv_width(s)}));
   c.probe = {2, (s.layer % 2) * s.tokens * s.hidden};
 }
@@ -476,8 +477,8 @@ void build_o_proj(Case& c, Rng& rng) {
   Weights w(c, rng);
   w.add(kl::kWo, tiled(s.hidden, width));
   c.reads.push_back(bf16_tensor("attn", {s.tokens, width}, rng));
-  c.reads.push_back(f32_tensor("x", {2, s.tokens, s.hidden}, rng));
-  c.writes.push_back(output("x_mid", DType::kF32, {s.tokens, s.hidden}));
+  c.reads.push_back(bf16_tensor("x", {2, s.tokens, s.hidden}, rng));
+  c.writes.push_back(output("x_mid", DType::kBf16, {s.tokens, s.hidden}));
   c.probe = {2, 0};
 }
 
@@ -489,7 +490,7 @@ void build_gate_up_silu(Case& c, Rng& rng) {
   Weights w(c, rng);
   w.add(kl::kWgateUp, tiled(2 * s.inter, s.hidden));
   w.add(kl::kWpostNorm, {s.hidden}, true);
-  c.reads.push_back(f32_tensor("x_mid", {s.tokens, s.hidden}, rng, -s.x_scale, s.x_scale));
+  c.reads.push_back(bf16_tensor("x_mid", {s.tokens, s.hidden}, rng, -s.x_scale, s.x_scale));
   c.writes.push_back(output("act", DType::kBf16, {s.tokens, s.inter}));
   c.probe = {2, 0};
 }
@@ -502,7 +503,7 @@ void build_down_proj(Case& c, Rng& rng) {
   Weights w(c, rng);
   w.add(kl::kWdown, tiled(s.hidden, s.inter));
   c.reads.push_back(bf16_tensor("act", {s.tokens, s.inter}, rng));
-  c.reads.push_back(f32_tensor("x_mid", {s.tokens, s.hidden}, rng));
+  c.reads.push_back(bf16_tensor("x_mid", {s.tokens, s.hidden}, rng));
   c.writes.push_back(residual_output(s, (s.layer + 1) % 2));
   c.probe = {2, 0};
 }
@@ -517,7 +518,7 @@ void build_lm_head(Case& c, Rng& rng) {
   rng.shuffle(rows);
   rows.resize(static_cast<size_t>(s.seqs));
   c.reads.push_back(make_cfg(s));
-  c.reads.push_back(f32_tensor("x", {2, s.tokens, s.hidden}, rng, -s.x_scale, s.x_scale));
+  c.reads.push_back(bf16_tensor("x", {2, s.tokens, s.hidden}, rng, -s.x_scale, s.x_scale));
   c.reads.push_back(HostTensor("final_w", DType::kBf16, {s.hidden}));
   rng.fill(c.reads.back(), 0.5, 1.5);
   c.reads.push_back(i32_tensor("logit_rows", rows, {s.seqs}));

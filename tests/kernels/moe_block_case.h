@@ -25,21 +25,34 @@
 namespace evt::kernels::llm::testing {
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+constexpr uint16_t kBf16NaN = 0x7fc0;
 
-// Every buffer of the block by name: f32 or i32 values, NaN/-7 poison, with its shape.
+// Every buffer of the block by name: f32, bf16 (the residual stream) or i32 values, NaN/-7
+// poison, with its shape.
 struct Buffers {
   struct Buf {
     std::vector<int64_t> shape;
     std::vector<float> f32;
+    std::vector<uint16_t> bf16;
     std::vector<int32_t> i32;
     std::vector<int64_t> i64;
+    void* data() {
+      return !f32.empty()    ? static_cast<void*>(f32.data())
+             : !bf16.empty() ? static_cast<void*>(bf16.data())
+             : !i32.empty()  ? static_cast<void*>(i32.data())
+                             : static_cast<void*>(i64.data());
+    }
+    size_t bytes() const { return f32.size() * 4 + bf16.size() * 2 + i32.size() * 4 + i64.size() * 8; }
     BufferView view() {
-      void* data = !f32.empty() ? static_cast<void*>(f32.data())
-                   : !i32.empty() ? static_cast<void*>(i32.data())
-                                  : static_cast<void*>(i64.data());
       int64_t n = 1;
       for (int64_t d : shape) n *= d;
-      return BufferView{data, shape, n};
+      return BufferView{data(), shape, n};
+    }
+    // The float values, bf16 ones widened.
+    std::vector<float> floats() const {
+      std::vector<float> v = f32;
+      for (uint16_t x : bf16) v.push_back(bf16_to_f32(x));
+      return v;
     }
   };
   std::map<std::string, Buf> all;
@@ -49,6 +62,7 @@ struct Buffers {
     Buf& b = all[name];
     b.shape = std::move(shape);
     if (type == 'f') b.f32.assign(static_cast<size_t>(n), kNaN);
+    if (type == 'b') b.bf16.assign(static_cast<size_t>(n), kBf16NaN);
     if (type == 'i') b.i32.assign(static_cast<size_t>(n), -7);
     if (type == 'l') b.i64.assign(static_cast<size_t>(n), 0);
     return b;
@@ -61,6 +75,7 @@ struct Buffers {
   void poison(const std::vector<std::string>& names) {
     for (const std::string& n : names) {
       for (float& x : all.at(n).f32) x = kNaN;
+      for (uint16_t& x : all.at(n).bf16) x = kBf16NaN;
       for (int32_t& x : all.at(n).i32) x = -7;
     }
   }
@@ -134,8 +149,8 @@ class MoeBlockCase {
   void add_step_buffers(int64_t tokens, std::mt19937& rng) {
     std::normal_distribution<float> d(0, 1);
     const int64_t rows = tokens * kXK;
-    Buffers::Buf& x_mid = b.add("x_mid", {tokens, kH}, 'f');
-    for (float& v : x_mid.f32) v = d(rng);
+    Buffers::Buf& x_mid = b.add("x_mid", {tokens, kH}, 'b');
+    for (uint16_t& v : x_mid.bf16) v = f32_to_bf16(d(rng));
     b.add("router_logits", {tokens, kE}, 'f');
     b.add("route_ids", {tokens, kXK}, 'i');
     b.add("route_w", {tokens, kXK}, 'f');
@@ -148,10 +163,10 @@ class MoeBlockCase {
     b.add("tile_expert", {2, kMaxGu, kTileEntryWords}, 'i');
     b.add("act_s", {rows, kXI}, 'f');
     b.add("y_s", {rows, kH}, 'f');
-    b.add("x", {2, tokens, kH}, 'f');
+    b.add("x", {2, tokens, kH}, 'b');
     // Phase 1's buffers, for the chain comparison.
     b.add("act", {tokens, std::max(kI, kK * kIM)}, 'f');
-    b.add("x1", {2, tokens, kH}, 'f');
+    b.add("x1", {2, tokens, kH}, 'b');
   }
 
   static inline const std::vector<std::string> kPlanWrites = {
@@ -232,19 +247,22 @@ class MoeBlockCase {
 };
 
 // A body's outputs against the reference's: integers exactly; floats exactly or within
-// s.tol relative to the reference's magnitude; what the reference left poisoned, the body too.
+// s.tol relative to the reference's magnitude, bf16 ones within a further ulp (body and reference
+// round sums that differ in their last bits); what the reference left poisoned, the body too.
 inline void expect_outputs_match(const MoeStage& s, const std::map<std::string, Buffers::Buf>& got,
                                  const std::map<std::string, Buffers::Buf>& want) {
   for (const std::string& w : s.writes) {
-    const Buffers::Buf &ours = got.at(w), &ref = want.at(w);
-    EXPECT_EQ(ours.i32, ref.i32) << w;
-    for (size_t i = 0; i < ref.f32.size(); ++i) {
-      if (std::isnan(ref.f32[i])) {
-        EXPECT_TRUE(std::isnan(ours.f32[i])) << w << "[" << i << "] written by the body only";
+    const Buffers::Buf &ours_buf = got.at(w), &ref_buf = want.at(w);
+    EXPECT_EQ(ours_buf.i32, ref_buf.i32) << w;
+    const std::vector<float> ours = ours_buf.floats(), ref = ref_buf.floats();
+    const double ulp = ref_buf.bf16.empty() ? 0 : 1.0 / 128;
+    for (size_t i = 0; i < ref.size(); ++i) {
+      if (std::isnan(ref[i])) {
+        EXPECT_TRUE(std::isnan(ours[i])) << w << "[" << i << "] written by the body only";
       } else if (s.tol == 0) {
-        ASSERT_EQ(ours.f32[i], ref.f32[i]) << w << "[" << i << "]";
+        ASSERT_EQ(ours[i], ref[i]) << w << "[" << i << "]";
       } else {
-        ASSERT_NEAR(ours.f32[i], ref.f32[i], s.tol * (1 + std::fabs(ref.f32[i]))) << w << "[" << i << "]";
+        ASSERT_NEAR(ours[i], ref[i], s.tol * (1 + std::fabs(ref[i])) + ulp * std::fabs(ref[i])) << w << "[" << i << "]";
       }
     }
   }

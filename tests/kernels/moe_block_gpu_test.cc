@@ -45,13 +45,6 @@ class DeviceMemory {
   std::vector<void*> allocations_;
 };
 
-void* buffer_data(Buffers::Buf& b) {
-  return !b.f32.empty() ? static_cast<void*>(b.f32.data())
-         : !b.i32.empty() ? static_cast<void*>(b.i32.data())
-                          : static_cast<void*>(b.i64.data());
-}
-size_t buffer_bytes(const Buffers::Buf& b) { return b.f32.size() * 4 + b.i32.size() * 4 + b.i64.size() * 8; }
-
 DevBuffer dev_buffer(void* data, const Buffers::Buf& b) {
   DevBuffer d;
   d.data = data;
@@ -86,7 +79,7 @@ void expect_gpu_stages_match(MoeBlockCase& c) {
       c.point_wtab(device_weights);
       for (size_t k = 0; k < s.reads.size(); ++k) {
         Buffers::Buf& b = c.b.all.at(s.reads[k]);
-        void* d = mem.upload(buffer_data(b), buffer_bytes(b));
+        void* d = mem.upload(b.data(), b.bytes());
         ASSERT_NE(d, nullptr);
         launch.reads[k] = dev_buffer(d, b);
       }
@@ -105,8 +98,9 @@ void expect_gpu_stages_match(MoeBlockCase& c) {
         for (size_t k = 0; k < s.writes.size(); ++k) {
           Buffers::Buf& b = got.at(s.writes[k]);
           for (float& x : b.f32) x = std::numeric_limits<float>::quiet_NaN();
+          for (uint16_t& x : b.bf16) x = kBf16NaN;
           for (int32_t& x : b.i32) x = -7;
-          void* d = mem.upload(buffer_data(b), buffer_bytes(b));
+          void* d = mem.upload(b.data(), b.bytes());
           ASSERT_NE(d, nullptr);
           launch.writes[k] = dev_buffer(d, b);
           outputs.push_back(d);
@@ -115,7 +109,7 @@ void expect_gpu_stages_match(MoeBlockCase& c) {
         EVT_CUDA_ASSERT(cudaDeviceSynchronize());
         for (size_t k = 0; k < s.writes.size(); ++k) {
           Buffers::Buf& b = got.at(s.writes[k]);
-          EVT_CUDA_ASSERT(cudaMemcpy(buffer_data(b), outputs[k], buffer_bytes(b), cudaMemcpyDeviceToHost));
+          EVT_CUDA_ASSERT(cudaMemcpy(b.data(), outputs[k], b.bytes(), cudaMemcpyDeviceToHost));
         }
         ASSERT_NO_FATAL_FAILURE(expect_outputs_match(s, got, want));
       }

@@ -162,7 +162,7 @@ TEST_F(MoeBlock, PlanInLittleScratchPlacesRowsInChunks) {
   Buffers bufs;
   bufs.all["cfg"] = b.all.at("cfg");
   bufs.all["wtab"] = b.all.at("wtab");
-  bufs.add("x_mid", {kTokens, kH}, 'f');
+  bufs.add("x_mid", {kTokens, kH}, 'b');
   std::vector<float>& logits = bufs.add("router_logits", {kTokens, kE}, 'f').f32;
   std::mt19937 rng(5);
   std::normal_distribution<float> d(0, 1);
@@ -247,11 +247,12 @@ TEST_F(MoeBlock, ChainEqualsPhaseOneBlock) {
     EXPECT_EQ(b.all.at("route_ids").i32, ids2);
     for (size_t i = 0; i < w2.size(); ++i) EXPECT_NEAR(b.all.at("route_w").f32[i], w2[i], 1e-6) << i;
     run(cpu("moe_down"), l, kNH, {"cfg", "wtab", "act", "route_ids", "route_w", "x_mid"}, {"x1"});
-    const std::vector<float>&ours = b.all.at("x").f32, &phase1 = b.all.at("x1").f32;
+    // Both round their sums to bf16, which may land an ulp apart.
+    const std::vector<float> ours = b.all.at("x").floats(), phase1 = b.all.at("x1").floats();
     const size_t half = static_cast<size_t>(kT * kH), base = (l + 1) % 2 * half;
     for (size_t i = base; i < base + half; ++i) {
       ASSERT_TRUE(std::isfinite(ours[i])) << i;
-      ASSERT_NEAR(ours[i], phase1[i], 1e-5 * (1 + std::fabs(phase1[i]))) << i;
+      ASSERT_NEAR(ours[i], phase1[i], 1e-5 + std::fabs(phase1[i]) / 128) << i;
     }
   }
 }

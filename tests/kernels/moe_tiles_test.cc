@@ -24,6 +24,7 @@ namespace evt::kernels::llm {
 namespace {
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+constexpr uint16_t kBf16NaN = 0x7fc0;
 
 // A buffer of T values with its shape, viewed as the registry's functions take it.
 template <typename T>
@@ -96,9 +97,9 @@ TEST(MoeTiles, DenseLayerIsGateUpSiluThenDownProjBitForBit) {
   wtab.values[kWgateUp] = address(gate_up);
   wtab.values[kWdown] = address(down);
   wtab.values[kWpostNorm] = address(norm);
-  Buf<float> x_mid({tokens, hidden}, 0);
+  Buf<uint16_t> x_mid({tokens, hidden}, 0);  // the residual stream, bf16
   std::normal_distribution<float> d(0, 1);
-  for (float& v : x_mid.values) v = d(rng);
+  for (uint16_t& v : x_mid.values) v = f32_to_bf16(d(rng));
 
   // The dense graph's act is bf16, rounded where the MoE block's act rounds when its down stages it.
   Buf<uint16_t> act_dense({tokens, inter}, 0xffff);
@@ -118,12 +119,12 @@ TEST(MoeTiles, DenseLayerIsGateUpSiluThenDownProjBitForBit) {
     }
   }
 
-  Buf<float> x_dense({2, tokens, hidden}, kNaN), x({2, tokens, hidden}, kNaN);
+  Buf<uint16_t> x_dense({2, tokens, hidden}, kBf16NaN), x({2, tokens, hidden}, kBf16NaN);
   run_tiles("down_proj", hidden / 16, {cfg.view(), wtab.view(), act_dense.view(), x_mid.view()}, {x_dense.view()});
   run_tiles("moe_down", hidden / 16,
             {cfg.view(), wtab.view(), act.view(), route_ids.view(), route_w.view(), x_mid.view()}, {x.view()});
   for (int64_t i = tokens * hidden; i < 2 * tokens * hidden; ++i) {
-    ASSERT_TRUE(std::isfinite(x.values[i]));
+    ASSERT_TRUE(std::isfinite(bf16_to_f32(x.values[i])));
     ASSERT_EQ(x.values[i], x_dense.values[i]) << i;
   }
 }
@@ -166,12 +167,16 @@ TEST_P(SparseLayer, RoutesAndCombinesAsQwen3Moe) {
   wtab.values[kWexpertsGateUp] = address(gate_up);
   wtab.values[kWexpertsDown] = address(down);
   wtab.values[kWpostNorm] = address(norm);
-  Buf<float> x_mid({tokens, hidden}, 0);
+  Buf<uint16_t> x_mid({tokens, hidden}, 0);  // the residual stream, bf16
   for (int64_t t = 0; t < tokens; ++t) {
-    for (int64_t k = 0; k < hidden; ++k) x_mid.values[t * hidden + k] = static_cast<float>(c[t] + 0.001 * k);
+    for (int64_t k = 0; k < hidden; ++k) {
+      x_mid.values[t * hidden + k] = f32_to_bf16(static_cast<float>(c[t] + 0.001 * k));
+    }
   }
+  const auto xm = [&](int64_t t, int64_t k) { return static_cast<double>(bf16_to_f32(x_mid.values[t * hidden + k])); };
 
-  Buf<float> act({tokens, width}, kNaN), route_w({tokens, slots}, kNaN), x({2, tokens, hidden}, kNaN);
+  Buf<float> act({tokens, width}, kNaN), route_w({tokens, slots}, kNaN);
+  Buf<uint16_t> x({2, tokens, hidden}, kBf16NaN);
   Buf<int32_t> route_ids({tokens, slots}, 7);
   run_tiles("moe_gate_up", tokens, {cfg.view(), wtab.view(), x_mid.view()},
             {act.view(), route_ids.view(), route_w.view()});
@@ -185,8 +190,8 @@ TEST_P(SparseLayer, RoutesAndCombinesAsQwen3Moe) {
     // RMSNorm scale (gemv.h, stage_pass): about sign(c_t) H times a constant row's value.
     double xn_sum_sq = 0, x_total = 0;
     for (int64_t k = 0; k < hidden; ++k) {
-      xn_sum_sq += std::pow(x_mid.values[t * hidden + k], 2);
-      x_total += bf16_to_f32(f32_to_bf16(x_mid.values[t * hidden + k]));
+      xn_sum_sq += std::pow(xm(t, k), 2);
+      x_total += xm(t, k);
     }
     const double scale = 1 / std::sqrt(xn_sum_sq / hidden + 1e-6);
     const auto dot = [&](double row_value) {
@@ -200,7 +205,7 @@ TEST_P(SparseLayer, RoutesAndCombinesAsQwen3Moe) {
     ASSERT_EQ(ids, expected_ids[t]);
     const double chosen = p[ids[0]] + p[ids[1]];
     std::vector<double> out(hidden);
-    for (int64_t k = 0; k < hidden; ++k) out[k] = x_mid.values[t * hidden + k];
+    for (int64_t k = 0; k < hidden; ++k) out[k] = xm(t, k);
     for (int64_t s = 0; s < top_k; ++s) {
       const int32_t e = ids[s];
       const double w = norm_topk ? p[e] / chosen : p[e];
@@ -214,7 +219,8 @@ TEST_P(SparseLayer, RoutesAndCombinesAsQwen3Moe) {
     }
     EXPECT_EQ(route_w.values[t * slots + 2], 0.0f);
     for (int64_t k = 0; k < hidden; ++k) {
-      EXPECT_NEAR(x.values[(tokens + t) * hidden + k], out[k], 1e-4 * (1 + std::fabs(out[k]))) << k;
+      // Rounded to bf16: within half an ulp, 1/256 of the value.
+      EXPECT_NEAR(bf16_to_f32(x.values[(tokens + t) * hidden + k]), out[k], 1e-4 + std::fabs(out[k]) / 256) << k;
     }
   }
 }

@@ -13,8 +13,8 @@ void down_proj_reference(const TileArgs& a) {
   const BufferView &cfg = a.reads[0], &wtab = a.reads[1], &act = a.reads[2], &x_mid = a.reads[3], &x = a.writes[0];
   const int64_t l = a.tile[0], tokens = act.dim(0), inter = act.dim(1), hidden = x_mid.dim(1);
   ref_residual_projection(ref_weight<uint16_t>(wtab, l, kWdown), act.as<const uint16_t>(), tokens, inter, hidden,
-                          a.tile[1], cfg_at(cfg, kCfgRowsH), x_mid.as<const float>(),
-                          x.as<float>() + ((l + 1) % 2) * tokens * hidden);
+                          a.tile[1], cfg_at(cfg, kCfgRowsH), x_mid.as<const uint16_t>(),
+                          x.as<uint16_t>() + ((l + 1) % 2) * tokens * hidden);
 }
 
 }  // namespace

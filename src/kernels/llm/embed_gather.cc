@@ -14,7 +14,7 @@ void embed_gather_reference(const TileArgs& a) {
   for (int64_t t = 0; t < tokens; ++t) {
     const int64_t id = ids.as<const int32_t>()[t];
     for (int64_t c = a.tile[0] * per_tile; c < (a.tile[0] + 1) * per_tile && c < hidden; ++c) {
-      x.as<float>()[t * hidden + c] = bf16_to_f32(embed.as<const uint16_t>()[id * hidden + c]);
+      x.as<uint16_t>()[t * hidden + c] = embed.as<const uint16_t>()[id * hidden + c];
     }
   }
 }

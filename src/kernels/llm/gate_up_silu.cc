@@ -17,7 +17,7 @@ void gate_up_silu_reference(const TileArgs& a) {
   const int64_t per_tile = cfg_at(cfg, kCfgRowsI);
   const TiledMatrix w = ref_tiled(wtab, l, kWgateUp, 2 * inter, hidden, 2 * per_tile);
   for (int64_t t = 0; t < tokens; ++t) {
-    const RefNormedInput xn = ref_normed_input(x_mid.as<const float>() + t * hidden, hidden,
+    const RefNormedInput xn = ref_normed_input(x_mid.as<const uint16_t>() + t * hidden, hidden,
                                                ref_weight<uint16_t>(wtab, l, kWpostNorm), cfg_eps(cfg));
     for (int64_t r = a.tile[1] * per_tile; r < (a.tile[1] + 1) * per_tile && r < inter; ++r) {
       const double g = xn.dot(w, gate_up_fused_row(r, false), 0, hidden);

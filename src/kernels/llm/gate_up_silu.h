@@ -4,7 +4,7 @@
 // share the fused matrix's 16-row groups (weight_tiles.h), so each output's two dots come out of
 // one accumulator.
 // act is stored in bf16, as down_proj stages it.
-//   reads (cfg, wtab, x_mid: T x H f32), writes (act: T x I bf16)
+//   reads (cfg, wtab, x_mid: T x H bf16), writes (act: T x I bf16)
 
 #include "kernels/llm/decode_config.h"
 #include "kernels/llm/gemv.h"
@@ -14,7 +14,7 @@ namespace evt::kernels::llm {
 EVT_HD inline GemvTask gate_up_silu_task(const int64_t* tile, const DevBuffer* reads, const DevBuffer* writes) {
   const int32_t* cfg = reads[0].as<const int32_t>();
   const int64_t l = tile[0], tokens = reads[2].dim(0), hidden = reads[2].dim(1), inter = writes[0].dim(1);
-  const GemvInput in{.x = reads[2].as<const float>(), .ld = hidden, .tokens = tokens,
+  const GemvInput in{.x = reads[2].as<const uint16_t>(), .bf16 = true, .ld = hidden, .tokens = tokens,
                      .norm_w = weight<uint16_t>(reads[1], l, kWpostNorm), .norm_len = hidden,
                      .eps = bits_to_f32(cfg[kCfgEpsBits])};
   const Range rows = tile_range(tile[1], cfg[kCfgRowsI], inter);  // 8 outputs per fused group

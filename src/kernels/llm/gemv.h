@@ -77,8 +77,9 @@ EVT_HD int gemv_warps(const Block& b) {
 struct GemvInput {
   // Token t's row starts at x + t * ld, or at x + rows[t] * ld: floats, or with bf16 set the input
   // already rounded to bf16 by its producer, as staging would round it, at half the bytes each
-  // tile reads from L2 (no norm then: it needs the input before rounding). One pointer either
-  // way: the task stays in registers through the pass.
+  // tile reads from L2. A normed input is bf16: the residual stream, which every block of a normed
+  // projection reads whole at once (gemv_run). One pointer either way: the task stays in
+  // registers through the pass.
   const void* x = nullptr;
   bool bf16 = false;
   int64_t ld = 0;
@@ -92,17 +93,19 @@ struct GemvInput {
 
   EVT_HD int64_t row_start(int64_t t) const { return (rows != nullptr ? rows[t] : t) * ld; }
   EVT_HD const float* row(int64_t t) const { return static_cast<const float*>(x) + row_start(t); }
+  EVT_HD const uint16_t* row_bf16(int64_t t) const { return static_cast<const uint16_t*>(x) + row_start(t); }
 };
 
 // Where a tile's outputs go: out[t * ld + n] = residual[t * ld + n] + scale[t] * f(v), f(v) = v[0]
 // for one matrix and silu(v[0]) * v[1] for two (gate and up); residual and scale are optional.
 // One form for every projection's epilogue, so that a task is plain data (GemvTask). With bf16
-// set, out holds bf16 and each value is rounded: for a projection whose consumer stages it unnormed.
+// set, out holds bf16 and each value is rounded: for a projection whose consumer stages it, and
+// for the residual stream, which is bf16 (the residual, when given, is that stream).
 struct GemvOutput {
   void* out = nullptr;
   bool bf16 = false;
   int64_t ld = 0;
-  const float* residual = nullptr;
+  const uint16_t* residual = nullptr;
   const float* token_scale = nullptr;
 };
 
@@ -300,9 +303,10 @@ struct RowWalk {
 // (k a multiple of 32, past k1 zeroed), as bf16(x * norm_w) (the norm's scale multiplies the
 // dots: stage_pass), bf16(x) without a norm, or a bf16 input as it is. Ends with a block barrier.
 //
-// A bf16 input is copied, by copies that pass no registers (copy16_to_shared), every one of a
-// thread's issued before it waits. A float input goes through registers to be rounded, and its
-// loads went out about one round trip per octet (ptxas does not overlap a loop's iterations): at
+// A bf16 input without a norm is copied, by copies that pass no registers (copy16_to_shared),
+// every one of a thread's issued before it waits. A normed or float input goes through registers,
+// and its loads went out about one round trip per octet (ptxas does not overlap a loop's
+// iterations): at
 // B = 16, 11 octets a thread took 5 us to stage 0.6B's o_proj input (128 KiB); more octets' loads
 // a round made ptxas spill, and halving the bytes alone changed nothing. The copies run in a loop
 // of their own: one loop for both inputs, choosing per octet, measured 1-2% slower on every dense
@@ -312,27 +316,30 @@ EVT_HD void stage_segment(const Block& b, const GemvInput& in, const GemvPlan& p
                           int64_t k1) {
   // 32-bit indices: a 64-bit division is a subroutine call on the GPU.
   const auto octets = static_cast<int32_t>(p.seg_kblocks * kTileCols / 8);
-  if (in.bf16) {
-    const auto* x = static_cast<const uint16_t*>(in.x);
+  if (in.bf16 && in.norm_w == nullptr) {
     for (RowWalk i(b.thread(), b.threads(), octets); i.row < count; i.next()) {
       const int32_t t = i.row;
       const int64_t col = k + 8 * i.col;
-      copy16_to_shared(p.stage + t * p.stride + (col - k), x + in.row_start(c0 + t) + min_of(col, k1 - 8), col < k1);
+      copy16_to_shared(p.stage + t * p.stride + (col - k), in.row_bf16(c0 + t) + min_of(col, k1 - 8), col < k1);
     }
     copy16_wait_all();
     b.sync();
     return;
   }
+  // Through registers: a normed input (bf16) times the norm's weight, or a float input (never
+  // normed). One loop for both: a loop each made ptxas spill across the entry.
   for (RowWalk i(b.thread(), b.threads(), octets); i.row < count; i.next()) {
     const int32_t t = i.row;
     const int64_t col = k + 8 * i.col;
     float v[8] = {};
     if (col < k1) {
-      load8_f32(in.row(c0 + t) + col, v);
-      if (in.norm_w != nullptr) {
+      if (in.bf16) {
         float g[8];
+        load8_bf16(in.row_bf16(c0 + t) + col, v);
         load8_bf16(in.norm_w + col, g);
         for (int j = 0; j < 8; ++j) v[j] *= g[j];
+      } else {
+        load8_f32(in.row(c0 + t) + col, v);
       }
     }
     store_bf16x8(p.stage + t * p.stride + (col - k), v);
@@ -347,6 +354,13 @@ EVT_HD void stage_segment(const Block& b, const GemvInput& in, const GemvPlan& p
 // staged values: bf16(x * w) . W * scale, where Hugging Face rounds x * scale * w (one rounding of
 // the input either way). After the block barrier it ends with, threads t < count compute
 // p.scale[t], in double as the references do, which the epilogue reads after the pass's barrier.
+//
+// Every block of the projection reads the same rows at the same moment, so at B >= 16 the L2's
+// throughput bounds this phase as much as a thread's round trips: 132 blocks reading 16 rows of
+// 4096 floats (8B's B = 16) took 7.7 us with one octet's loads in flight a lane and 7.5 with two;
+// the same rows in bf16 took 5.2 and 3.5 (bench/micro/shared_rows_micro.cu). Hence the residual
+// stream in bf16, and a lane's octets two at a time, their norm weights with them: the weights'
+// loads, issued once the values were used, were a round trip of their own per octet.
 template <class Block>
 EVT_HD void stage_pass(const Block& b, const GemvInput& in, const GemvPlan& p, int64_t c0, int64_t count, int64_t k0,
                        int64_t k1) {
@@ -365,26 +379,39 @@ EVT_HD void stage_pass(const Block& b, const GemvInput& in, const GemvPlan& p, i
     return kSets == 1 ? count : min_of<int64_t>(kPassTokens, count - set * kPassTokens);
   };
   const auto parts_of = [&](int64_t n) { return static_cast<int32_t>(n <= warps(b) ? warps(b) / n : kMaxWarps / n); };
-  EVT_UNROLL
+  EVT_NO_UNROLL  // one copy of the loop: four took 2,500 more instructions in the wide entry
   for (int set = 0; set < kSets; ++set) {
     const int64_t t0 = set * kPassTokens, n = set_tokens(set);
     if (kSets > 1 && n <= 0) break;
     const int32_t parts = parts_of(n);
     const int64_t per = ((in.norm_len + parts - 1) / parts + 7) / 8 * 8;
     for (int32_t i = warp(b); i < n * parts; i += warps(b)) {
-      const float* row = in.row(c0 + t0 + i / parts);
+      const uint16_t* row = in.row_bf16(c0 + t0 + i / parts);
       uint16_t* staged = p.stage + (t0 + i / parts) * p.stride - k0;  // column c at staged[c]
-      const int64_t s1 = min_of<int64_t>(in.norm_len, (i % parts + 1) * per);
+      const int64_t s1 = min_of<int64_t>(in.norm_len, (i % parts + 1) * per), step = 8 * lanes();
       double sum = 0;
-      for (int64_t col = (i % parts) * per + 8 * lane(b); col < s1; col += 8 * lanes()) {
-        float v[8];
-        load8_f32(row + col, v);
-        for (int j = 0; j < 8; ++j) sum += static_cast<double>(v[j]) * v[j];
-        if (col >= k0 && col < seg_end) {
-          float g[8];
-          load8_bf16(in.norm_w + col, g);
-          for (int j = 0; j < 8; ++j) v[j] *= g[j];
-          store_bf16x8(staged + col, v);
+      for (int64_t col = (i % parts) * per + 8 * lane(b); col < s1; col += 2 * step) {
+        // Two octets' loads, the values and the norm's weights, before either is used: one round
+        // trip for the four. (A load of the next octet at the top of each iteration did not
+        // help: ptxas moved it into the current octet's registers at the iteration's end, which
+        // waited for it. An unconditional weights' load it sank to their use.) A second octet
+        // past the part loads nothing, and its zeros add nothing.
+        const auto staged_at = [&](int64_t c) { return c < s1 && c >= k0 && c < seg_end; };
+        Bf16x8 x[2] = {load_bf16x8(row + col), {}}, w[2] = {};
+        if (staged_at(col)) w[0] = load_bf16x8(in.norm_w + col);
+        if (col + step < s1) x[1] = load_bf16x8(row + col + step);
+        if (staged_at(col + step)) w[1] = load_bf16x8(in.norm_w + col + step);
+        EVT_UNROLL
+        for (int h = 0; h < 2; ++h) {
+          const int64_t c = col + h * step;
+          float v[8], g[8];
+          unpack8_bf16(x[h], v);
+          unpack8_bf16(w[h], g);
+          for (int j = 0; j < 8; ++j) sum += static_cast<double>(v[j]) * v[j];
+          if (staged_at(c)) {
+            for (int j = 0; j < 8; ++j) v[j] *= g[j];
+            store_bf16x8(staged + c, v);
+          }
         }
       }
       sum = warp_sum(sum);
@@ -599,7 +626,7 @@ inline void gemv_pass_host(const GemvPlan& p, int64_t groups, int64_t count, int
 EVT_HD inline void gemv_store(const GemvTask& j, int64_t t, int64_t n, const float* v) {
   float value = j.matrices == 2 ? silu(v[0]) * v[1] : v[0];
   if (j.out.token_scale != nullptr) value = j.out.token_scale[t] * value;
-  if (j.out.residual != nullptr) value = j.out.residual[t * j.out.ld + n] + value;
+  if (j.out.residual != nullptr) value = bf16_to_f32(j.out.residual[t * j.out.ld + n]) + value;
   if (j.out.bf16) {
     static_cast<uint16_t*>(j.out.out)[t * j.out.ld + n] = f32_to_bf16(value);
   } else {
@@ -623,8 +650,8 @@ EVT_HD void gemv_run(const Block& b, const GemvTask& j) {
   const GemvPlan p = gemv_plan(b, j);
 #if !defined(__CUDA_ARCH__)
   if (j.matrices != 1 && j.matrices != 2) throw std::logic_error("gemv: a task multiplies one matrix or two");
-  if (j.in.bf16 && j.in.norm_w != nullptr) {
-    throw std::logic_error("gemv: a bf16 input cannot be normed (the norm needs it before rounding)");
+  if (!j.in.bf16 && j.in.norm_w != nullptr) {
+    throw std::logic_error("gemv: a normed input is bf16 (the residual stream; stage_pass reads it so)");
   }
   if (j.in.norm_w != nullptr && j.k1 > j.in.norm_len) {
     throw std::logic_error("gemv: a normed tile's columns lie within the normed row (stage_pass stages them)");
@@ -714,12 +741,13 @@ EVT_HD inline GemvTask gemv_task(int matrices, const GemvInput& in, const uint16
 
 // out = residual + x W^T over the 16-row groups [g0, g0 + groups) of W (rows x k, tiled in panels
 // of panel_rows rows): the projections that end the attention and MLP blocks. x is tokens x k
-// bf16 (row stride k), rounded by its producer; residual and out are tokens x rows.
+// bf16 (row stride k), rounded by its producer; residual and out are tokens x rows of the
+// residual stream, bf16, each sum rounded once.
 EVT_HD inline GemvTask residual_task(const uint16_t* x, int64_t tokens, int64_t k, const uint16_t* w, int64_t rows,
-                                     int64_t panel_rows, int64_t g0, int64_t groups, const float* residual,
-                                     float* out) {
+                                     int64_t panel_rows, int64_t g0, int64_t groups, const uint16_t* residual,
+                                     uint16_t* out) {
   return gemv_task(1, GemvInput{.x = x, .bf16 = true, .ld = k, .tokens = tokens}, w, tiled_shape(rows, k, panel_rows),
-                   g0, groups, 0, k, rows, GemvOutput{.out = out, .ld = rows, .residual = residual});
+                   g0, groups, 0, k, rows, GemvOutput{.out = out, .bf16 = true, .ld = rows, .residual = residual});
 }
 
 }  // namespace evt::kernels::llm

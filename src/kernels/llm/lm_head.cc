@@ -15,7 +15,8 @@ void lm_head_reference(const TileArgs& a) {
   const int64_t panel = cfg_at(cfg, kCfgRowsV), per_tile = panel * cfg_at(cfg, kCfgLmRounds), tiles = best.dim(1);
   const TiledMatrix lm = ref_tiled(w.as<const uint16_t>(), vocab, hidden, panel);
   for (int64_t s = 0; s < seqs; ++s) {
-    const float* row = x.as<const float>() + ((cfg_at(cfg, kCfgLayers) % 2) * tokens + logit_rows.as<const int32_t>()[s]) * hidden;
+    const uint16_t* row =
+        x.as<const uint16_t>() + ((cfg_at(cfg, kCfgLayers) % 2) * tokens + logit_rows.as<const int32_t>()[s]) * hidden;
     const RefNormedInput xn = ref_normed_input(row, hidden, final_w.as<const uint16_t>(), cfg_eps(cfg));
     float* best_s = best.as<float>() + (s * tiles + a.tile[0]) * 2;
     best_s[0] = -INFINITY;

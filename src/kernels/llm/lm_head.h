@@ -5,7 +5,7 @@
 // and the greedy choice among them, its largest logit and that logit's index (sample.h's order: a
 // NaN first, then the lowest index), as best[s][n] = (value, index). Sampling picks a greedy,
 // unpenalized sequence's token from the tiles' choices rather than from the whole vocabulary.
-//   reads (cfg, x: 2 x T x H f32, final_w: H bf16, logit_rows: S i32, lm_w: the V x H matrix, tiled),
+//   reads (cfg, x: 2 x T x H bf16, final_w: H bf16, logit_rows: S i32, lm_w: the V x H matrix, tiled),
 //   writes (logits: S x V f32, best: S x NV x 2 f32)
 
 #include "kernels/llm/decode_config.h"
@@ -25,7 +25,8 @@ EVT_HD inline GemvTask lm_head_task(const int64_t* tile, const DevBuffer* reads,
   float* out = writes[0].as<float>();
   const Range rows = lm_head_rows(cfg, tile[0], vocab);
   const int64_t panel = cfg[kCfgRowsV] / kTileRows, groups = tile_groups(rows);
-  const GemvInput in{.x = reads[1].as<const float>() + (cfg[kCfgLayers] % 2) * tokens * hidden, .ld = hidden,
+  const GemvInput in{.x = reads[1].as<const uint16_t>() + (cfg[kCfgLayers] % 2) * tokens * hidden, .bf16 = true,
+                     .ld = hidden,
                      .tokens = reads[3].dim(0), .rows = reads[3].as<const int32_t>(),
                      .norm_w = reads[2].as<const uint16_t>(), .norm_len = hidden,
                      .eps = bits_to_f32(cfg[kCfgEpsBits])};

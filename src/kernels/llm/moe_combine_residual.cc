@@ -14,12 +14,12 @@ void moe_combine_reference(const TileArgs& a) {
   const int64_t per_tile = cfg_at(cfg, kCfgRowsH);
   for (int64_t t = 0; t < tokens; ++t) {
     for (int64_t r = a.tile[1] * per_tile; r < (a.tile[1] + 1) * per_tile && r < hidden; ++r) {
-      double sum = x_mid.as<const float>()[t * hidden + r];
+      double sum = bf16_to_f32(x_mid.as<const uint16_t>()[t * hidden + r]);
       for (int64_t s = 0; s < slots; ++s) {
         const int32_t p = pos.as<const int32_t>()[t * slots + s];
         if (p >= 0) sum += y.as<const float>()[p * hidden + r];
       }
-      x.as<float>()[((l + 1) % 2) * tokens * hidden + t * hidden + r] = static_cast<float>(sum);
+      x.as<uint16_t>()[((l + 1) % 2) * tokens * hidden + t * hidden + r] = f32_to_bf16(static_cast<float>(sum));
     }
   }
 }

@@ -3,10 +3,11 @@
 // layer's residual stream, x[(l + 1) % 2][t, r] = x_mid[t, r] + sum over t's slots s, in order, of
 // y_s[pos[t, s], r] (unused slots, pos -1, skipped). A fixed order and no atomics: the sum does not
 // depend on which expert tile finished first.
-//   reads (cfg, y_s: R x H f32, pos: T x XK i32, x_mid: T x H f32), writes (x: 2 x T x H f32)
+//   reads (cfg, y_s: R x H f32, pos: T x XK i32, x_mid: T x H bf16), writes (x: 2 x T x H bf16)
 
 #include "kernels/llm/decode_config.h"
 #include "kernels/llm/moe_layout.h"
+#include "kernels/llm/warp_ops.h"
 
 namespace evt::kernels::llm {
 
@@ -15,9 +16,10 @@ EVT_HD void moe_combine_residual_body(const Block& b, const int64_t* tile, const
   const int32_t* cfg = reads[0].as<const int32_t>();
   const int64_t l = tile[0], tokens = reads[3].dim(0), hidden = reads[3].dim(1), slots = reads[2].dim(1);
   const Range rows = tile_range(tile[1], cfg[kCfgRowsH], hidden);
-  const float *y = reads[1].as<const float>(), *x_mid = reads[3].as<const float>();
+  const float* y = reads[1].as<const float>();
+  const uint16_t* x_mid = reads[3].as<const uint16_t>();
   const int32_t* pos = reads[2].as<const int32_t>();
-  float* out = writes[0].as<float>() + ((l + 1) % 2) * tokens * hidden;
+  uint16_t* out = writes[0].as<uint16_t>() + ((l + 1) % 2) * tokens * hidden;
   const int64_t width = rows.end - rows.begin;
   for (int64_t i = b.thread(); i < tokens * width; i += b.threads()) {
     const int64_t t = i / width, r = rows.begin + i % width;
@@ -32,7 +34,7 @@ EVT_HD void moe_combine_residual_body(const Block& b, const int64_t* tile, const
     float sum = 0;
     EVT_UNROLL
     for (int s = 0; s < kMaxMoeTopK; ++s) sum += s < slots && p[s] >= 0 ? v[s] : 0.0f;
-    out[t * hidden + r] = x_mid[t * hidden + r] + sum;
+    out[t * hidden + r] = f32_to_bf16(bf16_to_f32(x_mid[t * hidden + r]) + sum);
   }
 }
 

@@ -4,8 +4,8 @@
 //   x[(l + 1) % 2][t, r] = x_mid[t, r] + sum_s route_w[t, s] * (down_e[r] . act[t, s * inter ...]),
 // e = route_ids[t, s], slots with id -1 skipped. A dense layer (one expert, weight 1) computes
 // exactly what down_proj does.
-//   reads (cfg, wtab, act: T x XA f32, route_ids: T x XK i32, route_w: T x XK f32, x_mid: T x H f32),
-//   writes (x: 2 x T x H f32)
+//   reads (cfg, wtab, act: T x XA f32, route_ids: T x XK i32, route_w: T x XK f32, x_mid: T x H bf16),
+//   writes (x: 2 x T x H bf16)
 
 #include "kernels/llm/moe_layout.h"
 #include "kernels/llm/reference_math.h"
@@ -20,10 +20,10 @@ void moe_down_reference(const TileArgs& a) {
   const int64_t l = a.tile[0], tokens = act.dim(0), width = act.dim(1), slots = ids.dim(1), hidden = x_mid.dim(1);
   const LayerMlp m = layer_mlp(cfg.as<const int32_t>(), wtab.as<const int64_t>(), l, hidden);
   const Range rows = tile_range(a.tile[1], cfg_at(cfg, kCfgRowsH), hidden);
-  float* out = x.as<float>() + ((l + 1) % 2) * tokens * hidden;
+  uint16_t* out = x.as<uint16_t>() + ((l + 1) % 2) * tokens * hidden;
   for (int64_t t = 0; t < tokens; ++t) {
     for (int64_t r = rows.begin; r < rows.end; ++r) {
-      double sum = x_mid.as<const float>()[t * hidden + r];
+      double sum = bf16_to_f32(x_mid.as<const uint16_t>()[t * hidden + r]);
       for (int64_t s = 0; s < slots; ++s) {
         const int32_t e = ids.as<const int32_t>()[t * slots + s];
         if (e < 0) continue;
@@ -31,7 +31,7 @@ void moe_down_reference(const TileArgs& a) {
         sum += weights.as<const float>()[t * slots + s] *
                ref_dot(w, r, 0, m.inter, act.as<const float>() + t * width + s * m.inter);
       }
-      out[t * hidden + r] = static_cast<float>(sum);
+      out[t * hidden + r] = f32_to_bf16(static_cast<float>(sum));
     }
   }
 }

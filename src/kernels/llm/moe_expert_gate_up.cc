@@ -24,7 +24,7 @@ void moe_expert_gate_up_reference(const TileArgs& a) {
   const TiledMatrix w{m.expert_gate_up(e), m.gate_up_shape};
   for (int64_t p = indptr.as<const int32_t>()[e]; p < indptr.as<const int32_t>()[e + 1]; ++p) {
     const int64_t t = perm.as<const int32_t>()[p];
-    const RefNormedInput xn = ref_normed_input(x_mid.as<const float>() + t * hidden, hidden,
+    const RefNormedInput xn = ref_normed_input(x_mid.as<const uint16_t>() + t * hidden, hidden,
                                                ref_weight<uint16_t>(wtab, l, kWpostNorm), cfg_eps(cfg));
     for (int64_t r = first * per_tile; r < (first + 1) * per_tile && r < m.inter; ++r) {
       const double g = xn.dot(w, gate_up_fused_row(r, false), 0, hidden);

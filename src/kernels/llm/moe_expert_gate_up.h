@@ -7,7 +7,7 @@
 // act_s[p, n] for p in [exp_indptr[e], exp_indptr[e+1]), token perm[p], xn its post-attention
 // RMSNorm (fused). So each routed expert's weights are read once per step, whatever its tokens.
 // A tile past the last expert's range does nothing (the graph never releases it).
-//   reads (cfg, wtab, x_mid: T x H f32, exp_indptr: XE+1 i32 (the reference's: the body has the rows
+//   reads (cfg, wtab, x_mid: T x H bf16, exp_indptr: XE+1 i32 (the reference's: the body has the rows
 //          from tile_expert), perm: R i32, gu_ptr: L x XE+1 i32, tile_expert: L x MAXGU x 3 i32),
 //   writes (act_s: R x XI f32)
 
@@ -26,7 +26,7 @@ EVT_HD inline GemvTask moe_expert_gate_up_task(const int64_t* tile, const DevBuf
   const int64_t e = t.expert, p0 = t.row0;
   const Range rows = e < 0 ? Range{0, 0} : tile_range(tile[1] % gu_tiles, moe_gate_up_rows(cfg, m.sparse()), m.inter);
   float* out = writes[0].as<float>() + p0 * width;
-  const GemvInput in{.x = reads[2].as<const float>(), .ld = hidden, .tokens = t.rows,
+  const GemvInput in{.x = reads[2].as<const uint16_t>(), .bf16 = true, .ld = hidden, .tokens = t.rows,
                      .rows = reads[4].as<const int32_t>() + p0,
                      .norm_w = weight<uint16_t>(reads[1], l, kWpostNorm), .norm_len = hidden,
                      .eps = bits_to_f32(cfg[kCfgEpsBits])};

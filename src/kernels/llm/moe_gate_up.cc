@@ -5,7 +5,7 @@
 // experts it chose, one after another in its act row:
 //   act[t, s * inter + r] = silu(xn . gate_e[r]) * (xn . up_e[r]) for the expert e in slot s.
 // A dense layer of the model (moe_layout.h) is one expert of weight 1 in slot 0.
-//   reads (cfg, wtab, x_mid: T x H f32), writes (act: T x XA f32, route_ids: T x XK i32,
+//   reads (cfg, wtab, x_mid: T x H bf16), writes (act: T x XA f32, route_ids: T x XK i32,
 //   route_w: T x XK f32); slots past the layer's top-k get id -1 and weight 0.
 
 #include <cmath>
@@ -34,7 +34,7 @@ void moe_gate_up_reference(const TileArgs& a) {
   const LayerMlp m = layer_mlp(cfg.as<const int32_t>(), wtab.as<const int64_t>(), l, hidden);
   EVT_CHECK(m.top_k <= slots && m.top_k * m.inter <= width)
       << "layer " << l << ": " << m.top_k << " experts of " << m.inter << " do not fit act rows of " << width;
-  const RefNormedInput xn = ref_normed_input(x_mid.as<const float>() + t * hidden, hidden,
+  const RefNormedInput xn = ref_normed_input(x_mid.as<const uint16_t>() + t * hidden, hidden,
                                              ref_weight<uint16_t>(wtab, l, kWpostNorm), cfg_eps(cfg));
   const std::vector<RefRoute> chosen =
       m.sparse() ? ref_route(router_logits(m, xn, hidden).data(), m.experts, m.top_k, cfg_at(cfg, kCfgMoeNormTopk) != 0)

@@ -18,7 +18,7 @@ void moe_router_reference(const TileArgs& a) {
   const RouterTile rt = router_tile(cfg.as<const int32_t>(), tokens, a.tile[1]);
   const Range rows = tile_range(rt.experts_tile, cfg_at(cfg, kCfgMoeRowsE), m.experts);
   for (int64_t t = rt.first_token; t < tokens && t < rt.first_token + kPassTokens; ++t) {
-    const RefNormedInput xn = ref_normed_input(x_mid.as<const float>() + t * hidden, hidden,
+    const RefNormedInput xn = ref_normed_input(x_mid.as<const uint16_t>() + t * hidden, hidden,
                                                ref_weight<uint16_t>(wtab, l, kWpostNorm), cfg_eps(cfg));
     for (int64_t e = rows.begin; e < rows.end; ++e) out.as<float>()[t * width + e] = static_cast<float>(xn.dot(w, e, 0, hidden));
   }

@@ -6,7 +6,7 @@
 // passes over tiles: on P workers one after another, the passes took 23 of a 443 us Qwen3-30B-A3B
 // layer at B = 32 (two passes, each normalizing its 16 rows first). A dense layer of an MoE model
 // has no router: its tiles do nothing.
-//   reads (cfg, wtab, x_mid: T x H f32), writes (router_logits: T x XE f32)
+//   reads (cfg, wtab, x_mid: T x H bf16), writes (router_logits: T x XE f32)
 
 #include "kernels/llm/decode_config.h"
 #include "kernels/llm/gemv.h"
@@ -43,7 +43,7 @@ EVT_HD inline GemvTask moe_router_task(const int64_t* tile, const DevBuffer* rea
   const int64_t experts = m.sparse() ? m.experts : 0;
   const RouterTile rt = router_tile(cfg, tokens, tile[1]);
   float* out = writes[0].as<float>() + rt.first_token * width;
-  const GemvInput in{.x = reads[2].as<const float>() + rt.first_token * hidden, .ld = hidden,
+  const GemvInput in{.x = reads[2].as<const uint16_t>() + rt.first_token * hidden, .bf16 = true, .ld = hidden,
                      .tokens = max_of<int64_t>(0, min_of<int64_t>(kPassTokens, tokens - rt.first_token)),
                      .norm_w = weight<uint16_t>(reads[1], l, kWpostNorm), .norm_len = hidden,
                      .eps = bits_to_f32(cfg[kCfgEpsBits])};

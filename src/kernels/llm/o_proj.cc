@@ -13,7 +13,7 @@ void o_proj_reference(const TileArgs& a) {
   const BufferView &cfg = a.reads[0], &wtab = a.reads[1], &attn = a.reads[2], &x = a.reads[3], &out = a.writes[0];
   const int64_t l = a.tile[0], tokens = attn.dim(0), width = attn.dim(1), hidden = out.dim(1);
   ref_residual_projection(ref_weight<uint16_t>(wtab, l, kWo), attn.as<const uint16_t>(), tokens, width, hidden, a.tile[1],
-                          cfg_at(cfg, kCfgRowsH), x.as<const float>() + (l % 2) * tokens * hidden, out.as<float>());
+                          cfg_at(cfg, kCfgRowsH), x.as<const uint16_t>() + (l % 2) * tokens * hidden, out.as<uint16_t>());
 }
 
 }  // namespace

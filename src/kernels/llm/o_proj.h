@@ -1,7 +1,7 @@
 #pragma once
 // Attention output projection plus the residual: tile (l, n) writes rows [n * rows_h, ...) of
 // x_mid = x[l % 2] + attn Wo^T for every token.
-//   reads (cfg, wtab, attn: T x HQ D bf16, x: 2 x T x H f32), writes (x_mid: T x H f32)
+//   reads (cfg, wtab, attn: T x HQ D bf16, x: 2 x T x H bf16), writes (x_mid: T x H bf16)
 
 #include "kernels/llm/decode_config.h"
 #include "kernels/llm/gemv.h"
@@ -14,7 +14,7 @@ EVT_HD inline GemvTask o_proj_task(const int64_t* tile, const DevBuffer* reads, 
   const Range rows = tile_range(tile[1], cfg[kCfgRowsH], hidden);
   return residual_task(reads[2].as<const uint16_t>(), tokens, width, weight<uint16_t>(reads[1], l, kWo), hidden,
                        cfg[kCfgRowsH], rows.begin / kTileRows, tile_groups(rows),
-                       reads[3].as<const float>() + (l % 2) * tokens * hidden, writes[0].as<float>());
+                       reads[3].as<const uint16_t>() + (l % 2) * tokens * hidden, writes[0].as<uint16_t>());
 }
 
 template <class Block>

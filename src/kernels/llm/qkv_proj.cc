@@ -18,7 +18,7 @@ void qkv_proj_reference(const TileArgs& a) {
   const int64_t d = cfg_at(cfg, kCfgHeadDim), split = cfg_at(cfg, kCfgQkvSplitLen);
   const TiledMatrix w = ref_tiled(wtab, l, kWqkv, width, hidden, d);
   for (int64_t t = 0; t < tokens; ++t) {
-    const RefNormedInput xn = ref_normed_input(x.as<const float>() + ((l % 2) * tokens + t) * hidden, hidden,
+    const RefNormedInput xn = ref_normed_input(x.as<const uint16_t>() + ((l % 2) * tokens + t) * hidden, hidden,
                                                ref_weight<uint16_t>(wtab, l, kWinputNorm), cfg_eps(cfg));
     for (int64_t r = head * d; r < (head + 1) * d; ++r) {
       const double sum = xn.dot(w, r, std::min(ks * split, hidden), std::min((ks + 1) * split, hidden));

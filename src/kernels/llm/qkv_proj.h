@@ -3,7 +3,7 @@
 // of the fused output (query heads first, then key heads, then value heads: head_dim rows of the
 // stacked QKV matrix) over the ks-th slice of the hidden dim, for every token. The partial sums go
 // to p_qkv[ks]; qkv_finish adds them up. A slice past the hidden dim writes zeros.
-//   reads (cfg, wtab, x: 2 x T x H f32), writes (p_qkv: KQ x T x (HQ + 2 HKV) D f32)
+//   reads (cfg, wtab, x: 2 x T x H bf16), writes (p_qkv: KQ x T x (HQ + 2 HKV) D f32)
 
 #include "kernels/llm/decode_config.h"
 #include "kernels/llm/gemv.h"
@@ -15,7 +15,8 @@ EVT_HD inline GemvTask qkv_proj_task(const int64_t* tile, const DevBuffer* reads
   const int64_t l = tile[0], head = tile[1], ks = tile[2];
   const int64_t tokens = reads[2].dim(1), hidden = reads[2].dim(2);
   const int64_t d = cfg[kCfgHeadDim], width = writes[0].dim(2);
-  const GemvInput in{.x = reads[2].as<const float>() + (l % 2) * tokens * hidden, .ld = hidden, .tokens = tokens,
+  const GemvInput in{.x = reads[2].as<const uint16_t>() + (l % 2) * tokens * hidden, .bf16 = true, .ld = hidden,
+                     .tokens = tokens,
                      .norm_w = weight<uint16_t>(reads[1], l, kWinputNorm), .norm_len = hidden,
                      .eps = bits_to_f32(cfg[kCfgEpsBits])};
   const Range k = tile_range(ks, cfg[kCfgQkvSplitLen], hidden);

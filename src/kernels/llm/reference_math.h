@@ -40,16 +40,21 @@ inline std::vector<double> ref_rmsnorm(const float* x, int64_t n, const uint16_t
 // A projection's input under a fused RMSNorm, as the GEMV applies the norm (gemv.h, stage_pass):
 // the dots take x * w (which ref_dot rounds to bf16), and the row's scale 1 / sqrt(mean(x^2) +
 // eps) multiplies each dot. Hugging Face rounds x * scale * w instead: one rounding either way.
+// x is a row of the residual stream, bf16 as Hugging Face keeps it in a bf16 model.
 struct RefNormedInput {
   std::vector<double> xw;
   double scale = 1;
   // Row `row` of the tiled matrix w dotted with the normed input over columns [k0, k1).
   double dot(const TiledMatrix& w, int64_t row, int64_t k0, int64_t k1) const;
 };
-inline RefNormedInput ref_normed_input(const float* x, int64_t n, const uint16_t* w, double eps) {
+inline RefNormedInput ref_normed_input(const uint16_t* x, int64_t n, const uint16_t* w, double eps) {
   RefNormedInput in;
-  for (int64_t k = 0; k < n; ++k) in.xw.push_back(x[k] * static_cast<double>(bf16_to_f32(w[k])));
-  in.scale = ref_rms_scale(x, n, eps);
+  std::vector<float> row;
+  for (int64_t k = 0; k < n; ++k) {
+    row.push_back(bf16_to_f32(x[k]));
+    in.xw.push_back(row.back() * static_cast<double>(bf16_to_f32(w[k])));
+  }
+  in.scale = ref_rms_scale(row.data(), n, eps);
   return in;
 }
 
@@ -83,13 +88,15 @@ inline double RefNormedInput::dot(const TiledMatrix& w, int64_t row, int64_t k0,
 
 // out[t][r] = residual[t][r] + W[r] . x[t] over rows [tile * per_tile, ...) of `rows`, for every
 // token: the projections that end a block with the residual add. W is tiled in panels of the
-// tile size; x is tokens x k, in bf16 as its producer stored it; residual and out are tokens x rows.
+// tile size; x is tokens x k, in bf16 as its producer stored it; residual and out are tokens x rows
+// of the residual stream, in bf16.
 inline void ref_residual_projection(const uint16_t* tiled_w, const uint16_t* x, int64_t tokens, int64_t k, int64_t rows,
-                                    int64_t tile, int64_t per_tile, const float* residual, float* out) {
+                                    int64_t tile, int64_t per_tile, const uint16_t* residual, uint16_t* out) {
   const TiledMatrix w = ref_tiled(tiled_w, rows, k, per_tile);
   for (int64_t t = 0; t < tokens; ++t) {
     for (int64_t r = tile * per_tile; r < (tile + 1) * per_tile && r < rows; ++r) {
-      out[t * rows + r] = static_cast<float>(residual[t * rows + r] + ref_dot(w, r, 0, k, x + t * k));
+      const double sum = bf16_to_f32(residual[t * rows + r]) + ref_dot(w, r, 0, k, x + t * k);
+      out[t * rows + r] = f32_to_bf16(static_cast<float>(sum));
     }
   }
 }

@@ -165,19 +165,29 @@ EVT_HD inline void copy16_wait_all() {
 #endif
 }
 
-// Eight consecutive bf16 values as floats: one 16-byte load on the GPU (`p` 16-byte aligned).
-EVT_HD inline void load8_bf16(const uint16_t* p, float* out) {
+// Eight consecutive bf16 values as they lie in memory: one 16-byte load on the GPU (`p` 16-byte
+// aligned), widened by unpack8_bf16 when used, so that a load in flight holds four registers.
+struct Bf16x8 {
+  uint32_t w[4];
+};
+EVT_HD inline Bf16x8 load_bf16x8(const uint16_t* p) {
+  Bf16x8 v;
 #if defined(__CUDA_ARCH__)
-  const uint4 v = *reinterpret_cast<const uint4*>(p);
-  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-  for (int i = 0; i < 4; ++i) {
-    out[2 * i] = __uint_as_float(w[i] << 16);
-    out[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-  }
+  const uint4 u = *reinterpret_cast<const uint4*>(p);
+  v.w[0] = u.x, v.w[1] = u.y, v.w[2] = u.z, v.w[3] = u.w;
 #else
-  for (int i = 0; i < 8; ++i) out[i] = bf16_to_f32(p[i]);
+  for (int i = 0; i < 4; ++i) v.w[i] = uint32_t{p[2 * i]} | uint32_t{p[2 * i + 1]} << 16;
 #endif
+  return v;
 }
+EVT_HD inline void unpack8_bf16(const Bf16x8& v, float* out) {
+  for (int i = 0; i < 4; ++i) {
+    out[2 * i] = bits_to_f32(static_cast<int32_t>(v.w[i] << 16));
+    out[2 * i + 1] = bits_to_f32(static_cast<int32_t>(v.w[i] & 0xffff0000u));
+  }
+}
+// ... as floats at once.
+EVT_HD inline void load8_bf16(const uint16_t* p, float* out) { unpack8_bf16(load_bf16x8(p), out); }
 
 // n consecutive bf16 values as floats (n even; `p` 4-byte aligned): 4-byte loads on the GPU.
 template <int n>

@@ -30,7 +30,8 @@ template <class MK>
 constexpr auto static_entry(bool wide) {
   using L = CudaLaunch<MK>;
   if constexpr (L::kPassSets > 1) {
-    if (wide) return &megakernel_entry<MK, L::kConsumers, L::kThreads, kStatic, WideCudaWorker<L::kPassSets>>;
+    using Wide = WideCudaWorker<L::kPassSets, L::kConsumers>;
+    if (wide) return &megakernel_entry<MK, L::kConsumers, L::kThreads, kStatic, Wide>;
   }
   return &megakernel_entry<MK, L::kConsumers, L::kThreads, kStatic>;
 }

@@ -90,8 +90,9 @@ class CudaWorker {
   __device__ bool is_loader() const { return static_cast<int>(threadIdx.x) >= consumers_; }
   // A barrier of the consumer threads (named barrier 1; the loader warp never waits on it). When
   // tracing, the leader notes when it released (trace_task).
-  __device__ void sync() const {
-    asm volatile("bar.sync 1, %0;" ::"r"(consumers_) : "memory");
+  __device__ void sync() const { sync_of(consumers_); }
+  __device__ void sync_of(int consumers) const {
+    asm volatile("bar.sync 1, %0;" ::"r"(consumers) : "memory");
     if (leader() && worker_shared().tracing) note_barrier();
   }
   // The leader: fn(t) for each barrier noted since the last call, in order; then forgets them.
@@ -159,22 +160,37 @@ class CudaWorker {
 
   // The consumers' reader of a task's stream. Every consumer thread acquires and releases every
   // chunk, in order; the chunks were (or are being) filled by the loader from the same stream.
+  // The reader keeps this thread's place in the ring in its own fields while the task runs, and
+  // hands it back to the worker when it goes: the worker lives in local memory (the out-of-line
+  // checks take it), where ptxas once reloaded and stored the place at every chunk of the wide
+  // entry's passes (bench/README.md, "The residual stream in bf16").
   class Reader {
    public:
-    __device__ explicit Reader(CudaWorker& w) : w_(w) {}
+    __device__ explicit Reader(CudaWorker& w)
+        : w_(w), stages_(w.stages_), stage_(w.stage_), phase_(w.phase_), wrapped_(w.wrapped_) {}
+    Reader(const Reader&) = delete;
+    Reader& operator=(const Reader&) = delete;
+    __device__ ~Reader() {
+      w_.stage_ = stage_;
+      w_.phase_ = phase_;
+      w_.wrapped_ = wrapped_;
+    }
     __device__ const unsigned char* acquire() {
       // A fill that never lands is a bug: stop the launch rather than hang, and let the body
       // finish on whatever the stage holds (the launch reports the error).
-      w_.wait_until([&] { return phase_done(&worker_shared().ring.full[w_.stage_], w_.phase_); }, ErrorKind::kTimeout);
-      return w_.stage_data(w_.stage_);
+      w_.wait_until([&] { return phase_done(&worker_shared().ring.full[stage_], phase_); }, ErrorKind::kTimeout);
+      return w_.stage_data(stage_);
     }
     __device__ void release() {
-      release_stage(&worker_shared().ring.empty[w_.stage_]);
-      w_.advance();
+      release_stage(&worker_shared().ring.empty[stage_]);
+      advance_place(stages_, stage_, phase_, wrapped_);
     }
 
    private:
     CudaWorker& w_;
+    int stages_, stage_;
+    uint32_t phase_;
+    bool wrapped_;
   };
   __device__ Reader weights(const kernels::WeightStream&) { return Reader(*this); }
 
@@ -340,13 +356,14 @@ class CudaWorker {
   }
   // The next chunk of the launch goes to the next stage; each round of the ring flips the phase
   // its barriers are awaited in.
-  __device__ void advance() {
-    if (++stage_ == stages_) {
-      stage_ = 0;
-      phase_ ^= 1;
-      wrapped_ = true;
+  __device__ static void advance_place(int stages, int& stage, uint32_t& phase, bool& wrapped) {
+    if (++stage == stages) {
+      stage = 0;
+      phase ^= 1;
+      wrapped = true;
     }
   }
+  __device__ void advance() { advance_place(stages_, stage_, phase_, wrapped_); }
 
   int consumers_;
   int stages_;
@@ -360,12 +377,17 @@ class CudaWorker {
 // The worker of a megakernel entry whose bodies' projection passes take up to kSets sets of 16
 // tokens (kernels/llm/gemv.h, tile_body.h): their sums take registers that, in the entry every
 // step runs, made ptxas spill across the whole megakernel, so steps of many tokens run an entry
-// of their own (cuda_launch.cuh).
-template <int kSets>
+// of their own (cuda_launch.cuh). Its bodies' block size and barrier count are the constant
+// kConsumers: read from the worker, which lives in local memory, they were reloaded in nearly
+// every loop of the entry once its registers ran short (bench/README.md, "The residual stream in
+// bf16").
+template <int kSets, int kConsumers>
 class WideCudaWorker : public CudaWorker {
  public:
   static constexpr int kPassSets = kSets;
   using CudaWorker::CudaWorker;
+  __device__ int threads() const { return kConsumers; }
+  __device__ void sync() const { sync_of(kConsumers); }
 };
 
 }  // namespace evt::mk
