@@ -91,6 +91,7 @@ class CudaWorker {
   // A barrier of the consumer threads (named barrier 1; the loader warp never waits on it). When
   // tracing, the leader notes when it released (trace_task).
   __device__ void sync() const { sync_of(consumers_); }
+  // ... of `consumers` threads: a WideCudaWorker passes its constant count.
   __device__ void sync_of(int consumers) const {
     asm volatile("bar.sync 1, %0;" ::"r"(consumers) : "memory");
     if (leader() && worker_shared().tracing) note_barrier();
