@@ -4,7 +4,6 @@
 //   reads (cfg, ids: T i32, embed: V x H bf16), writes (x: 2 x T x H bf16; row 0 is written)
 
 #include "kernels/llm/decode_config.h"
-#include "kernels/llm/warp_ops.h"
 
 namespace evt::kernels::llm {
 

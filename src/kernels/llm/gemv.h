@@ -306,9 +306,9 @@ struct RowWalk {
 // A bf16 input without a norm is copied, by copies that pass no registers (copy16_to_shared),
 // every one of a thread's issued before it waits. A normed or float input goes through registers,
 // and its loads went out about one round trip per octet (ptxas does not overlap a loop's
-// iterations): at
-// B = 16, 11 octets a thread took 5 us to stage 0.6B's o_proj input (128 KiB); more octets' loads
-// a round made ptxas spill, and halving the bytes alone changed nothing. The copies run in a loop
+// iterations): at B = 16, 11 octets a thread took 5 us to stage 0.6B's o_proj input (128 KiB);
+// more octets' loads a round made ptxas spill, and halving the bytes alone changed nothing (that
+// was an unnormed float input's staging; see stage_pass for the normed rows). The copies run in a loop
 // of their own: one loop for both inputs, choosing per octet, measured 1-2% slower on every dense
 // row (bench/results/stage_one_loop_ab_h200_rejected.json).
 template <class Block>

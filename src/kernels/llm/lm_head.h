@@ -26,8 +26,7 @@ EVT_HD inline GemvTask lm_head_task(const int64_t* tile, const DevBuffer* reads,
   const Range rows = lm_head_rows(cfg, tile[0], vocab);
   const int64_t panel = cfg[kCfgRowsV] / kTileRows, groups = tile_groups(rows);
   const GemvInput in{.x = reads[1].as<const uint16_t>() + (cfg[kCfgLayers] % 2) * tokens * hidden, .bf16 = true,
-                     .ld = hidden,
-                     .tokens = reads[3].dim(0), .rows = reads[3].as<const int32_t>(),
+                     .ld = hidden, .tokens = reads[3].dim(0), .rows = reads[3].as<const int32_t>(),
                      .norm_w = reads[2].as<const uint16_t>(), .norm_len = hidden,
                      .eps = bits_to_f32(cfg[kCfgEpsBits])};
   GemvTask j = gemv_task(1, in, reads[4].as<const uint16_t>(), tiled_shape(vocab, hidden, cfg[kCfgRowsV]),

@@ -16,8 +16,7 @@ EVT_HD inline GemvTask qkv_proj_task(const int64_t* tile, const DevBuffer* reads
   const int64_t tokens = reads[2].dim(1), hidden = reads[2].dim(2);
   const int64_t d = cfg[kCfgHeadDim], width = writes[0].dim(2);
   const GemvInput in{.x = reads[2].as<const uint16_t>() + (l % 2) * tokens * hidden, .bf16 = true, .ld = hidden,
-                     .tokens = tokens,
-                     .norm_w = weight<uint16_t>(reads[1], l, kWinputNorm), .norm_len = hidden,
+                     .tokens = tokens, .norm_w = weight<uint16_t>(reads[1], l, kWinputNorm), .norm_len = hidden,
                      .eps = bits_to_f32(cfg[kCfgEpsBits])};
   const Range k = tile_range(ks, cfg[kCfgQkvSplitLen], hidden);
   float* out = writes[0].as<float>() + ks * tokens * width;
