@@ -6,6 +6,10 @@
 // element type (f32 as now, bf16 for half the bytes), octets in flight a lane (1, 2, 4), the
 // blocks' start (all at the first part, or each at its own), and blocks reading (132, or fewer:
 // if the time falls with them, the L2's throughput is the bound, not a thread's round trips).
+// And the same bf16 rows copied into shared memory rather than loaded into registers: by 16-byte
+// copies (cp.async, each thread's all issued before it waits, as the GEMV stages an unnormed
+// input) or by one bulk copy a row (cp.async.bulk, the copy engine the weight ring uses), in
+// chunks of columns that fit 200 KiB, a block barrier after each.
 // Time: each block's span between two block barriers (%globaltimer), the slowest block of a
 // launch, the median over launches. Standalone: one JSON object per line, then a table.
 
@@ -80,10 +84,74 @@ __global__ void __launch_bounds__(kThreads) read_rows(const void* x, int rows, i
   }
 }
 
+enum class Mode { kLoads, kCopy16, kBulk };
+
+// Rows x cols bf16 values into shared memory, chunk_cols columns at a time.
+template <Mode kMode>
+__global__ void __launch_bounds__(kThreads) copy_rows(const __nv_bfloat16* x, int rows, int cols, int chunk_cols,
+                                                      uint64_t* span, float* sink) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  __shared__ uint64_t bar;
+  const uint32_t stage = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  const uint32_t bar_at = static_cast<uint32_t>(__cvta_generic_to_shared(&bar));
+  if (threadIdx.x == 0) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar_at));
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  const uint64_t t0 = now_ns();
+  uint32_t phase = 0;
+  for (int c = 0; c < cols; c += chunk_cols) {
+    const int n = min(chunk_cols, cols - c);
+    if constexpr (kMode == Mode::kCopy16) {
+      const int octets = n / 8;
+      for (int i = threadIdx.x; i < rows * octets; i += kThreads) {
+        const int r = i / octets, o = i % octets;
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(stage + 2 * (r * chunk_cols + 8 * o)),
+                     "l"(x + int64_t{r} * cols + c + 8 * o)
+                     : "memory");
+      }
+      asm volatile("cp.async.wait_all;" ::: "memory");
+    } else {
+      if (threadIdx.x < 32) {  // warp 0: lane 0 expects the bytes, the lanes copy a row each
+        if (threadIdx.x == 0) {
+          asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar_at), "r"(rows * n * 2)
+                       : "memory");
+        }
+        __syncwarp();
+        for (int r = threadIdx.x; r < rows; r += 32) {
+          asm volatile(
+              "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                  stage + 2 * r * chunk_cols),
+              "l"(x + int64_t{r} * cols + c), "r"(n * 2), "r"(bar_at)
+              : "memory");
+        }
+      }
+      uint32_t done = 0;
+      for (uint32_t tries = 0; !done; ++tries) {
+        asm volatile(
+            "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+            : "=r"(done)
+            : "r"(bar_at), "r"(phase)
+            : "memory");
+        if (tries == (1u << 22)) __trap();
+      }
+      phase ^= 1;
+    }
+    __syncthreads();  // every copy landed before the next chunk overwrites the stage
+  }
+  const uint64_t t1 = now_ns();
+  if (threadIdx.x == 0) {
+    span[blockIdx.x] = t1 - t0;
+    sink[blockIdx.x] = __bfloat162float(reinterpret_cast<const __nv_bfloat16*>(smem)[blockIdx.x]);
+  }
+}
+
 struct Config {
   bool bf16;
   int ahead, rows, blocks;
   bool stagger;
+  Mode mode = Mode::kLoads;
 };
 
 template <bool kBf16, int kAhead>
@@ -93,7 +161,23 @@ void launch(const Config& c, const void* x, int cols, uint64_t* span, float* sin
   read_rows<kBf16, kAhead><<<c.blocks, kThreads, smem>>>(x, c.rows, cols, c.stagger, span, sink);
 }
 
+constexpr int kCopySmem = 200 * 1024;
+
+template <Mode kMode>
+void launch_copies(const Config& c, const void* x, int cols, uint64_t* span, float* sink) {
+  CHECK(cudaFuncSetAttribute(copy_rows<kMode>, cudaFuncAttributeMaxDynamicSharedMemorySize, kCopySmem));
+  const int chunk = std::min(cols, kCopySmem / (2 * c.rows) / 8 * 8);
+  copy_rows<kMode><<<c.blocks, kThreads, kCopySmem>>>(static_cast<const __nv_bfloat16*>(x), c.rows, cols, chunk,
+                                                      span, sink);
+}
+
 void run(const Config& c, const void* x, int cols, uint64_t* span, float* sink) {
+  if (c.mode != Mode::kLoads) {
+    if (c.mode == Mode::kCopy16) launch_copies<Mode::kCopy16>(c, x, cols, span, sink);
+    if (c.mode == Mode::kBulk) launch_copies<Mode::kBulk>(c, x, cols, span, sink);
+    CHECK(cudaGetLastError());
+    return;
+  }
   const auto pick = [&]<bool kBf16>() {
     if (c.ahead == 1) launch<kBf16, 1>(c, x, cols, span, sink);
     if (c.ahead == 2) launch<kBf16, 2>(c, x, cols, span, sink);
@@ -124,8 +208,16 @@ int main() {
       configs.push_back({bf16, 1, rows, sms, true});
       configs.push_back({bf16, 1, rows, sms / 4, false});
     }
+    if (rows > 1) {
+      for (Mode mode : {Mode::kCopy16, Mode::kBulk}) {
+        configs.push_back({true, 1, rows, sms, false, mode});
+        configs.push_back({true, 1, rows, sms / 4, false, mode});
+      }
+    }
   }
-  std::printf("%-5s %5s %6s %7s %7s %9s %10s\n", "type", "rows", "ahead", "stagger", "blocks", "span us", "TB/s (L2)");
+  const auto mode_name = [](Mode m) { return m == Mode::kLoads ? "loads" : m == Mode::kCopy16 ? "copy16" : "bulk"; };
+  std::printf("%-5s %-6s %5s %6s %7s %7s %9s %10s\n", "type", "mode", "rows", "ahead", "stagger", "blocks", "span us",
+              "TB/s (L2)");
   std::vector<char> table;
   for (const Config& c : configs) {
     std::vector<double> spans;
@@ -139,13 +231,14 @@ int main() {
     std::sort(spans.begin(), spans.end());
     const double us = spans[spans.size() / 2];
     const double bytes = double(c.blocks) * c.rows * kCols * (c.bf16 ? 2 : 4);
-    std::printf("{\"bench\": \"shared_rows\", \"type\": \"%s\", \"rows\": %d, \"cols\": %d, \"ahead\": %d, "
-                "\"stagger\": %s, \"blocks\": %d, \"span_us_median\": %.3f, \"l2_tbps\": %.3f}\n",
-                c.bf16 ? "bf16" : "f32", c.rows, kCols, c.ahead, c.stagger ? "true" : "false", c.blocks, us,
-                bytes / us / 1e6);
+    std::printf("{\"bench\": \"shared_rows\", \"type\": \"%s\", \"mode\": \"%s\", \"rows\": %d, \"cols\": %d, "
+                "\"ahead\": %d, \"stagger\": %s, \"blocks\": %d, \"span_us_median\": %.3f, \"l2_tbps\": %.3f}\n",
+                c.bf16 ? "bf16" : "f32", mode_name(c.mode), c.rows, kCols, c.ahead, c.stagger ? "true" : "false",
+                c.blocks, us, bytes / us / 1e6);
     char line[160];
-    const int n = std::snprintf(line, sizeof line, "%-5s %5d %6d %7s %7d %9.3f %10.3f\n", c.bf16 ? "bf16" : "f32",
-                                c.rows, c.ahead, c.stagger ? "yes" : "no", c.blocks, us, bytes / us / 1e6);
+    const int n = std::snprintf(line, sizeof line, "%-5s %-6s %5d %6d %7s %7d %9.3f %10.3f\n",
+                                c.bf16 ? "bf16" : "f32", mode_name(c.mode), c.rows, c.ahead, c.stagger ? "yes" : "no",
+                                c.blocks, us, bytes / us / 1e6);
     table.insert(table.end(), line, line + n);
   }
   std::printf("%.*s", static_cast<int>(table.size()), table.data());
