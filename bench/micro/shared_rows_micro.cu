@@ -9,7 +9,8 @@
 // And the same bf16 rows copied into shared memory rather than loaded into registers: by 16-byte
 // copies (cp.async, each thread's all issued before it waits, as the GEMV stages an unnormed
 // input) or by one bulk copy a row (cp.async.bulk, the copy engine the weight ring uses), in
-// chunks of columns that fit 200 KiB, a block barrier after each.
+// chunks of columns that fit 200 KiB, a block barrier after each; and in 104 KiB, with and without
+// a DRAM stream into a ring of 3 x 32 KiB meanwhile, as the megakernel's loader streams weights.
 // Time: each block's span between two block barriers (%globaltimer), the slowest block of a
 // launch, the median over launches. Standalone: one JSON object per line, then a table.
 
@@ -86,26 +87,79 @@ __global__ void __launch_bounds__(kThreads) read_rows(const void* x, int rows, i
 
 enum class Mode { kLoads, kCopy16, kBulk };
 
-// Rows x cols bf16 values into shared memory, chunk_cols columns at a time.
-template <Mode kMode>
+constexpr int kStreamStages = 3, kStreamChunk = 32 * 1024;  // the megakernel's ring at B >= 16
+constexpr int64_t kStreamBytesPerBlock = 8 << 20;
+
+__device__ void init_barrier(uint32_t bar) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar));
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+__device__ void expect_bytes(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ void bulk_copy(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
+               "l"(src), "r"(bytes), "r"(bar)
+               : "memory");
+}
+__device__ void wait_barrier(uint32_t bar, uint32_t phase) {
+  uint32_t done = 0;
+  for (uint32_t tries = 0; !done; ++tries) {
+    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                 : "=r"(done)
+                 : "r"(bar), "r"(phase)
+                 : "memory");
+    if (tries == (1u << 22)) __trap();
+  }
+}
+
+// With kStream, the last warp's lane 0 plays the megakernel's loader meanwhile: it streams this
+// block's own region of `w` from DRAM through a ring of kStreamStages 32 KiB stages (after the rows'
+// `room` bytes), each refilled as soon as it has landed, until the other warps have their rows.
+// Rows x cols bf16 values into shared memory, chunk_cols columns at a time, by the first `workers`
+// threads (all of them, or all but the streaming warp).
+template <Mode kMode, bool kStream>
 __global__ void __launch_bounds__(kThreads) copy_rows(const __nv_bfloat16* x, int rows, int cols, int chunk_cols,
-                                                      uint64_t* span, float* sink) {
+                                                      int room, const unsigned char* w, uint64_t* span, float* sink) {
   extern __shared__ __align__(128) unsigned char smem[];
-  __shared__ uint64_t bar;
+  __shared__ uint64_t bar, full[kStreamStages];
+  __shared__ volatile int stop;
+  constexpr int workers = kStream ? kThreads - 32 : kThreads;
   const uint32_t stage = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   const uint32_t bar_at = static_cast<uint32_t>(__cvta_generic_to_shared(&bar));
+  const auto full_at = [&](int s) { return static_cast<uint32_t>(__cvta_generic_to_shared(&full[s])); };
   if (threadIdx.x == 0) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar_at));
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    init_barrier(bar_at);
+    for (int s = 0; s < kStreamStages; ++s) init_barrier(full_at(s));
+    stop = 0;
   }
   __syncthreads();
+  if (kStream && threadIdx.x >= workers) {
+    if (threadIdx.x == workers) {
+      const unsigned char* region = w + blockIdx.x * kStreamBytesPerBlock;
+      int64_t i = 0;
+      for (; !stop; ++i) {
+        const int s = static_cast<int>(i % kStreamStages);
+        if (i >= kStreamStages) wait_barrier(full_at(s), static_cast<uint32_t>(i / kStreamStages - 1) & 1);
+        expect_bytes(full_at(s), kStreamChunk);
+        bulk_copy(stage + room + s * kStreamChunk, region + i * kStreamChunk % kStreamBytesPerBlock, kStreamChunk,
+                  full_at(s));
+      }
+      for (int64_t j = i > kStreamStages ? i - kStreamStages : 0; j < i; ++j) {  // the copies in flight land
+        wait_barrier(full_at(static_cast<int>(j % kStreamStages)), static_cast<uint32_t>(j / kStreamStages) & 1);
+      }
+    }
+    return;
+  }
+  const auto sync_workers = [] { asm volatile("bar.sync 1, %0;" ::"n"(workers) : "memory"); };
+  sync_workers();
   const uint64_t t0 = now_ns();
   uint32_t phase = 0;
   for (int c = 0; c < cols; c += chunk_cols) {
     const int n = min(chunk_cols, cols - c);
     if constexpr (kMode == Mode::kCopy16) {
       const int octets = n / 8;
-      for (int i = threadIdx.x; i < rows * octets; i += kThreads) {
+      for (int i = threadIdx.x; i < rows * octets; i += workers) {
         const int r = i / octets, o = i % octets;
         asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(stage + 2 * (r * chunk_cols + 8 * o)),
                      "l"(x + int64_t{r} * cols + c + 8 * o)
@@ -114,44 +168,35 @@ __global__ void __launch_bounds__(kThreads) copy_rows(const __nv_bfloat16* x, in
       asm volatile("cp.async.wait_all;" ::: "memory");
     } else {
       if (threadIdx.x < 32) {  // warp 0: lane 0 expects the bytes, the lanes copy a row each
-        if (threadIdx.x == 0) {
-          asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar_at), "r"(rows * n * 2)
-                       : "memory");
-        }
+        if (threadIdx.x == 0) expect_bytes(bar_at, rows * n * 2);
         __syncwarp();
         for (int r = threadIdx.x; r < rows; r += 32) {
-          asm volatile(
-              "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                  stage + 2 * r * chunk_cols),
-              "l"(x + int64_t{r} * cols + c), "r"(n * 2), "r"(bar_at)
-              : "memory");
+          bulk_copy(stage + 2 * r * chunk_cols, x + int64_t{r} * cols + c, n * 2, bar_at);
         }
       }
-      uint32_t done = 0;
-      for (uint32_t tries = 0; !done; ++tries) {
-        asm volatile(
-            "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
-            : "=r"(done)
-            : "r"(bar_at), "r"(phase)
-            : "memory");
-        if (tries == (1u << 22)) __trap();
-      }
+      wait_barrier(bar_at, phase);
       phase ^= 1;
     }
-    __syncthreads();  // every copy landed before the next chunk overwrites the stage
+    sync_workers();  // every copy landed before the next chunk overwrites the stage
   }
   const uint64_t t1 = now_ns();
   if (threadIdx.x == 0) {
+    stop = 1;
     span[blockIdx.x] = t1 - t0;
     sink[blockIdx.x] = __bfloat162float(reinterpret_cast<const __nv_bfloat16*>(smem)[blockIdx.x]);
   }
 }
+
+constexpr int kCopySmem = 200 * 1024;                                   // without the stream
+constexpr int kRowsBesideStream = kCopySmem - kStreamStages * kStreamChunk;  // with it
 
 struct Config {
   bool bf16;
   int ahead, rows, blocks;
   bool stagger;
   Mode mode = Mode::kLoads;
+  int room_kib = kCopySmem / 1024;  // shared memory for the rows, for the copies
+  bool stream = false;              // a DRAM stream through a ring meanwhile (copy_rows)
 };
 
 template <bool kBf16, int kAhead>
@@ -161,20 +206,23 @@ void launch(const Config& c, const void* x, int cols, uint64_t* span, float* sin
   read_rows<kBf16, kAhead><<<c.blocks, kThreads, smem>>>(x, c.rows, cols, c.stagger, span, sink);
 }
 
-constexpr int kCopySmem = 200 * 1024;
-
-template <Mode kMode>
-void launch_copies(const Config& c, const void* x, int cols, uint64_t* span, float* sink) {
-  CHECK(cudaFuncSetAttribute(copy_rows<kMode>, cudaFuncAttributeMaxDynamicSharedMemorySize, kCopySmem));
-  const int chunk = std::min(cols, kCopySmem / (2 * c.rows) / 8 * 8);
-  copy_rows<kMode><<<c.blocks, kThreads, kCopySmem>>>(static_cast<const __nv_bfloat16*>(x), c.rows, cols, chunk,
-                                                      span, sink);
+template <Mode kMode, bool kStream>
+void launch_copies(const Config& c, const void* x, int cols, const unsigned char* w, uint64_t* span, float* sink) {
+  const auto kernel = copy_rows<kMode, kStream>;
+  CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kCopySmem));
+  const int room = c.room_kib * 1024, chunk = std::min(cols, room / (2 * c.rows) / 8 * 8);
+  kernel<<<c.blocks, kThreads, kCopySmem>>>(static_cast<const __nv_bfloat16*>(x), c.rows, cols, chunk, room, w, span,
+                                            sink);
 }
 
-void run(const Config& c, const void* x, int cols, uint64_t* span, float* sink) {
+void run(const Config& c, const void* x, int cols, const unsigned char* w, uint64_t* span, float* sink) {
   if (c.mode != Mode::kLoads) {
-    if (c.mode == Mode::kCopy16) launch_copies<Mode::kCopy16>(c, x, cols, span, sink);
-    if (c.mode == Mode::kBulk) launch_copies<Mode::kBulk>(c, x, cols, span, sink);
+    const auto pick = [&]<bool kStream>() {
+      if (c.mode == Mode::kCopy16) launch_copies<Mode::kCopy16, kStream>(c, x, cols, w, span, sink);
+      if (c.mode == Mode::kBulk) launch_copies<Mode::kBulk, kStream>(c, x, cols, w, span, sink);
+    };
+    if (c.stream) pick.template operator()<true>();
+    else pick.template operator()<false>();
     CHECK(cudaGetLastError());
     return;
   }
@@ -197,7 +245,10 @@ int main() {
   void* x = nullptr;
   uint64_t* span = nullptr;
   float* sink = nullptr;
+  unsigned char* w = nullptr;  // the streams' regions, one a block
   CHECK(cudaMalloc(&x, size_t{kMaxRows} * kCols * 4));
+  CHECK(cudaMalloc(&w, size_t(sms) * kStreamBytesPerBlock));
+  CHECK(cudaMemset(w, 0x3c, size_t(sms) * kStreamBytesPerBlock));
   CHECK(cudaMemset(x, 0x3c, size_t{kMaxRows} * kCols * 4));
   CHECK(cudaMalloc(&span, sizeof(uint64_t) * sms));
   CHECK(cudaMalloc(&sink, sizeof(float) * sms));
@@ -212,17 +263,21 @@ int main() {
       for (Mode mode : {Mode::kCopy16, Mode::kBulk}) {
         configs.push_back({true, 1, rows, sms, false, mode});
         configs.push_back({true, 1, rows, sms / 4, false, mode});
+        // Beside the stream, in the room it leaves; and without it in the same room.
+        for (bool stream : {false, true}) {
+          configs.push_back({true, 1, rows, sms, false, mode, kRowsBesideStream / 1024, stream});
+        }
       }
     }
   }
   const auto mode_name = [](Mode m) { return m == Mode::kLoads ? "loads" : m == Mode::kCopy16 ? "copy16" : "bulk"; };
-  std::printf("%-5s %-6s %5s %6s %7s %7s %9s %10s\n", "type", "mode", "rows", "ahead", "stagger", "blocks", "span us",
-              "TB/s (L2)");
+  std::printf("%-5s %-6s %5s %6s %7s %7s %8s %6s %9s %10s\n", "type", "mode", "rows", "ahead", "stagger", "blocks",
+              "room KiB", "stream", "span us", "TB/s (L2)");
   std::vector<char> table;
   for (const Config& c : configs) {
     std::vector<double> spans;
     for (int l = 0; l < kLaunches; ++l) {
-      run(c, x, kCols, span, sink);
+      run(c, x, kCols, w, span, sink);
       CHECK(cudaDeviceSynchronize());
       std::vector<uint64_t> s(c.blocks);
       CHECK(cudaMemcpy(s.data(), span, sizeof(uint64_t) * c.blocks, cudaMemcpyDeviceToHost));
@@ -232,13 +287,14 @@ int main() {
     const double us = spans[spans.size() / 2];
     const double bytes = double(c.blocks) * c.rows * kCols * (c.bf16 ? 2 : 4);
     std::printf("{\"bench\": \"shared_rows\", \"type\": \"%s\", \"mode\": \"%s\", \"rows\": %d, \"cols\": %d, "
-                "\"ahead\": %d, \"stagger\": %s, \"blocks\": %d, \"span_us_median\": %.3f, \"l2_tbps\": %.3f}\n",
+                "\"ahead\": %d, \"stagger\": %s, \"blocks\": %d, \"room_kib\": %d, \"stream\": %s, "
+                "\"span_us_median\": %.3f, \"l2_tbps\": %.3f}\n",
                 c.bf16 ? "bf16" : "f32", mode_name(c.mode), c.rows, kCols, c.ahead, c.stagger ? "true" : "false",
-                c.blocks, us, bytes / us / 1e6);
+                c.blocks, c.room_kib, c.stream ? "true" : "false", us, bytes / us / 1e6);
     char line[160];
-    const int n = std::snprintf(line, sizeof line, "%-5s %-6s %5d %6d %7s %7d %9.3f %10.3f\n",
+    const int n = std::snprintf(line, sizeof line, "%-5s %-6s %5d %6d %7s %7d %8d %6s %9.3f %10.3f\n",
                                 c.bf16 ? "bf16" : "f32", mode_name(c.mode), c.rows, c.ahead, c.stagger ? "yes" : "no",
-                                c.blocks, us, bytes / us / 1e6);
+                                c.blocks, c.room_kib, c.stream ? "yes" : "no", us, bytes / us / 1e6);
     table.insert(table.end(), line, line + n);
   }
   std::printf("%.*s", static_cast<int>(table.size()), table.data());
