@@ -23,18 +23,15 @@
 #include <vector>
 
 #include "cuda_check.h"
+#include "kernels/bulk_copy.h"
+#include "kernels/llm/warp_ops.h"
+#include "stream_common.cuh"
 
 namespace {
 
 constexpr int kWarps = 12;
 constexpr int kThreads = kWarps * 32;
 constexpr int kLaunches = 25;
-
-__device__ uint64_t now_ns() {
-  uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
 
 // Eight values at p as floats, loaded past the L1 (a block reads each value once).
 template <bool kBf16>
@@ -90,27 +87,16 @@ enum class Mode { kLoads, kCopy16, kBulk };
 constexpr int kStreamStages = 3, kStreamChunk = 32 * 1024;  // the megakernel's ring at B >= 16
 constexpr int64_t kStreamBytesPerBlock = 8 << 20;
 
-__device__ void init_barrier(uint32_t bar) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar));
-  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-}
-__device__ void expect_bytes(uint32_t bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
-}
-__device__ void bulk_copy(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
-               "l"(src), "r"(bytes), "r"(bar)
-               : "memory");
-}
-__device__ void wait_barrier(uint32_t bar, uint32_t phase) {
-  uint32_t done = 0;
-  for (uint32_t tries = 0; !done; ++tries) {
-    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
-                 : "=r"(done)
-                 : "r"(bar), "r"(phase)
-                 : "memory");
-    if (tries == (1u << 22)) __trap();
-  }
+using evt::kernels::llm::copy16_to_shared;
+using evt::kernels::llm::copy16_wait_all;
+using evt::kernels::expect_copy_bytes;
+using evt::kernels::init_copy_barrier;
+using evt::kernels::wait_copies;
+
+// `bytes` from global to shared memory by the copy engine under the L2's default policy (the
+// rows, which every block reads), counted against `bar`.
+__device__ void copy_bulk(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
+  cuda::ptx::cp_async_bulk(cuda::ptx::space_cluster, cuda::ptx::space_global, dst, src, bytes, bar);
 }
 
 // With kStream, the last warp's lane 0 plays the megakernel's loader meanwhile: it streams this
@@ -125,12 +111,9 @@ __global__ void __launch_bounds__(kThreads) copy_rows(const __nv_bfloat16* x, in
   __shared__ uint64_t bar, full[kStreamStages];
   __shared__ volatile int stop;
   constexpr int workers = kStream ? kThreads - 32 : kThreads;
-  const uint32_t stage = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  const uint32_t bar_at = static_cast<uint32_t>(__cvta_generic_to_shared(&bar));
-  const auto full_at = [&](int s) { return static_cast<uint32_t>(__cvta_generic_to_shared(&full[s])); };
   if (threadIdx.x == 0) {
-    init_barrier(bar_at);
-    for (int s = 0; s < kStreamStages; ++s) init_barrier(full_at(s));
+    init_copy_barrier(&bar);
+    for (int s = 0; s < kStreamStages; ++s) init_copy_barrier(&full[s]);
     stop = 0;
   }
   __syncthreads();
@@ -140,13 +123,13 @@ __global__ void __launch_bounds__(kThreads) copy_rows(const __nv_bfloat16* x, in
       int64_t i = 0;
       for (; !stop; ++i) {
         const int s = static_cast<int>(i % kStreamStages);
-        if (i >= kStreamStages) wait_barrier(full_at(s), static_cast<uint32_t>(i / kStreamStages - 1) & 1);
-        expect_bytes(full_at(s), kStreamChunk);
-        bulk_copy(stage + room + s * kStreamChunk, region + i * kStreamChunk % kStreamBytesPerBlock, kStreamChunk,
-                  full_at(s));
+        if (i >= kStreamStages) wait_copies(&full[s], static_cast<uint32_t>(i / kStreamStages - 1) & 1);
+        expect_copy_bytes(&full[s], kStreamChunk);
+        copy_bulk(smem + room + s * kStreamChunk, region + i * kStreamChunk % kStreamBytesPerBlock, kStreamChunk,
+                  &full[s]);
       }
       for (int64_t j = i > kStreamStages ? i - kStreamStages : 0; j < i; ++j) {  // the copies in flight land
-        wait_barrier(full_at(static_cast<int>(j % kStreamStages)), static_cast<uint32_t>(j / kStreamStages) & 1);
+        wait_copies(&full[j % kStreamStages], static_cast<uint32_t>(j / kStreamStages) & 1);
       }
     }
     return;
@@ -154,6 +137,7 @@ __global__ void __launch_bounds__(kThreads) copy_rows(const __nv_bfloat16* x, in
   const auto sync_workers = [] { asm volatile("bar.sync 1, %0;" ::"n"(workers) : "memory"); };
   sync_workers();
   const uint64_t t0 = now_ns();
+  uint16_t* stage = reinterpret_cast<uint16_t*>(smem);
   uint32_t phase = 0;
   for (int c = 0; c < cols; c += chunk_cols) {
     const int n = min(chunk_cols, cols - c);
@@ -161,20 +145,18 @@ __global__ void __launch_bounds__(kThreads) copy_rows(const __nv_bfloat16* x, in
       const int octets = n / 8;
       for (int i = threadIdx.x; i < rows * octets; i += workers) {
         const int r = i / octets, o = i % octets;
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(stage + 2 * (r * chunk_cols + 8 * o)),
-                     "l"(x + int64_t{r} * cols + c + 8 * o)
-                     : "memory");
+        copy16_to_shared(stage + r * chunk_cols + 8 * o, x + int64_t{r} * cols + c + 8 * o, true);
       }
-      asm volatile("cp.async.wait_all;" ::: "memory");
+      copy16_wait_all();
     } else {
       if (threadIdx.x < 32) {  // warp 0: lane 0 expects the bytes, the lanes copy a row each
-        if (threadIdx.x == 0) expect_bytes(bar_at, rows * n * 2);
+        if (threadIdx.x == 0) expect_copy_bytes(&bar, rows * n * 2);
         __syncwarp();
         for (int r = threadIdx.x; r < rows; r += 32) {
-          bulk_copy(stage + 2 * r * chunk_cols, x + int64_t{r} * cols + c, n * 2, bar_at);
+          copy_bulk(stage + r * chunk_cols, x + int64_t{r} * cols + c, n * 2, &bar);
         }
       }
-      wait_barrier(bar_at, phase);
+      wait_copies(&bar, phase);
       phase ^= 1;
     }
     sync_workers();  // every copy landed before the next chunk overwrites the stage
