@@ -40,14 +40,23 @@ inline constexpr int kAttentionStepPositions = 16;  // the positions a GPU warp 
 
 // The GPU body's scratch (the host's uses only the states): q's MMA fragments (d x 32 bytes),
 // each warp's staged V rows (kAttentionStepPositions rows of 2 d + 16 bytes, padded so that the
-// 8 rows an ldmatrix reads lie in distinct banks), then each warp's softmax state, then each
-// warp's mbarrier for its V copies, then the own position's state: its score per query head and
-// its v row. The finished q heads and own k row wait in the warps' output space before the loop.
+// 8 rows an ldmatrix reads lie in distinct banks), then each warp's softmax max and sum, then
+// each warp's mbarrier for its V copies, then the own position's state: its score per query head
+// and its v row. A warp's output accumulators ([group][d] floats) go into its own staged rows once
+// its last step has read them, and the finished q heads and own k row wait there before the
+// loop: in space of their own they took 45 KiB at d = 128, which left the weight ring three 32 KiB
+// stages at B = 1 where four were meant (runtime/megakernel/shared_memory.h).
+EVT_HD constexpr int64_t attention_stage_bytes(int64_t d) { return kAttentionStepPositions * (2 * d + 16); }
+EVT_HD constexpr int64_t attention_stages_offset(int64_t d) { return d * 32; }
+// Floats from one warp's accumulators to the next's: a warp's staged rows.
+EVT_HD constexpr int64_t attention_acc_stride(int64_t d) { return attention_stage_bytes(d) / 4; }
+static_assert(kMaxGroup * 128 * 4 <= attention_stage_bytes(128) && kMaxGroup * 64 * 4 <= attention_stage_bytes(64),
+              "a warp's output accumulators fit its staged V rows");
 EVT_HD constexpr int64_t attention_state_offset(int64_t d, int warps) {
-  return d * 32 + int64_t{warps} * kAttentionStepPositions * (2 * d + 16);
+  return attention_stages_offset(d) + int64_t{warps} * attention_stage_bytes(d);
 }
 EVT_HD constexpr int64_t attention_barrier_offset(int64_t d, int warps) {
-  return attention_state_offset(d, warps) + (2 + d) * warps * kMaxGroup * 4;
+  return attention_state_offset(d, warps) + 2 * int64_t{warps} * kMaxGroup * 4;
 }
 EVT_HD constexpr int64_t attention_own_offset(int64_t d, int warps) {
   return attention_barrier_offset(d, warps) + int64_t{warps} * 8;
@@ -65,10 +74,10 @@ struct OwnPosition {
 
 // Every warp's softmax state in scratch; then the block merges them, one output value per
 // thread: warps' states (and the own position's) are rescaled to the common max and added.
-// w_m, w_sum: [warp][group]; w_acc: [warp][group][D].
+// w_m, w_sum: [warp][group]; w_acc: [warp][group][D], acc_stride floats from warp to warp.
 template <class Block>
 EVT_HD void attention_merge_warps(const Block& b, const int64_t* tile, const DevBuffer* writes, const float* w_m,
-                                  const float* w_sum, const float* w_acc, OwnPosition own, int d) {
+                                  const float* w_sum, const float* w_acc, int64_t acc_stride, OwnPosition own, int d) {
   const int64_t t = tile[1], h = tile[2], s = tile[3];
   const int64_t splits = writes[0].dim(0), tokens = writes[0].dim(1), heads = writes[0].dim(2);
   const int group = static_cast<int>(heads / writes[2].dim(2));
@@ -84,7 +93,7 @@ EVT_HD void attention_merge_warps(const Block& b, const int64_t* tile, const Dev
     for (int w = 0; w < nwarps; ++w) {
       const float c = softmax_rescale(w_m[w * kMaxGroup + g], max);
       total += w_sum[w * kMaxGroup + g] * c;
-      value += w_acc[(w * kMaxGroup + g) * d + i % d] * c;
+      value += w_acc[w * acc_stride + g * d + i % d] * c;
     }
     if (own.m != nullptr) {
       const float c = softmax_rescale(own.m[g], max);
@@ -198,14 +207,16 @@ __device__ void decode_attention_mma(const Block& b, const int64_t* tile, const 
   const int ln = lane(b), w = warp(b), nwarps = warps(b), g = ln / 4, c = ln % 4;
   unsigned char* scratch = b.scratch().data;
   auto* qfrag = reinterpret_cast<uint4*>(scratch);  // [k-step][lane]: a0 hi, a2 hi, a0 lo, a2 lo
-  unsigned char* stage = scratch + D * 32 + w * kStep * kRowBytes;
+  static_assert(kStep * kRowBytes == attention_stage_bytes(D), "the layout's staged rows");
+  unsigned char* stage = scratch + attention_stages_offset(D) + w * kStep * kRowBytes;
   float* w_m = reinterpret_cast<float*>(scratch + attention_state_offset(D, nwarps));
   float* w_sum = w_m + nwarps * kMaxGroup;
-  float* w_acc = w_sum + nwarps * kMaxGroup;
+  float* w_acc = reinterpret_cast<float*>(scratch + attention_stages_offset(D));
+  constexpr int64_t kAccStride = attention_acc_stride(D);
   auto* v_landed = reinterpret_cast<uint64_t*>(scratch + attention_barrier_offset(D, nwarps)) + w;
   float* own_m = reinterpret_cast<float*>(scratch + attention_own_offset(D, nwarps));
   float* own_v = own_m + kMaxGroup;
-  float* q_rows = w_acc;                  // [group][D], until the warps' outputs
+  float* q_rows = w_acc;                  // [group][D], until the loop's copies
   float* own_k = w_acc + kMaxGroup * D;   // [D]
   if (ln == 0) init_copy_barrier(v_landed);
   __syncwarp();
@@ -257,6 +268,9 @@ __device__ void decode_attention_mma(const Block& b, const int64_t* tile, const 
     dot = warp_sum(dot);
     if (ln == 0) own_m[hg] = dot;
   }
+  // The loop's bulk copies overwrite q_rows and own_k (and whatever the block's last task left in
+  // the stages): the reads and writes above come first.
+  fence_proxy_async_shared();
   b.sync();
 
   const uint16_t* k_rows = reads[5].as<const uint16_t>() + (l * slots * kv_heads + h) * D;
@@ -348,7 +362,7 @@ __device__ void decode_attention_mma(const Block& b, const int64_t* tile, const 
   EVT_UNROLL
   for (int u = 0; u < 2; ++u) {
     if (2 * c + u < a.group) {
-      float* out = w_acc + (w * kMaxGroup + 2 * c + u) * D + g;
+      float* out = w_acc + w * kAccStride + (2 * c + u) * D + g;
       EVT_UNROLL
       for (int i = 0; i < kSteps; ++i) {
         out[16 * i] = acc[i][u];
@@ -357,7 +371,8 @@ __device__ void decode_attention_mma(const Block& b, const int64_t* tile, const 
     }
   }
   b.sync();
-  attention_merge_warps(b, tile, writes, w_m, w_sum, w_acc, a.appends ? OwnPosition{own_m, own_v} : OwnPosition{}, D);
+  attention_merge_warps(b, tile, writes, w_m, w_sum, w_acc, kAccStride,
+                        a.appends ? OwnPosition{own_m, own_v} : OwnPosition{}, D);
 }
 #else
 // The host's body (a block of one thread): the positions in order, one online-softmax update per
@@ -370,7 +385,7 @@ void decode_attention_rows(const Block& b, const int64_t* tile, const DevBuffer*
   const float scale = 1.0f / sqrtf(static_cast<float>(D));
   float* w_m = reinterpret_cast<float*>(b.scratch().data + attention_state_offset(D, 1));
   float* w_sum = w_m + kMaxGroup;
-  float* w_acc = w_sum + kMaxGroup;
+  float* w_acc = reinterpret_cast<float*>(b.scratch().data + attention_stages_offset(D));
   float* own_m = reinterpret_cast<float*>(b.scratch().data + attention_own_offset(D, 1));
   float* own_v = own_m + kMaxGroup;
   const QkvHeads qh = qkv_heads(reads, 2, l, kv_heads, D);
@@ -413,7 +428,8 @@ void decode_attention_rows(const Block& b, const int64_t* tile, const DevBuffer*
       w_m[g] = m_new;
     }
   }
-  attention_merge_warps(b, tile, writes, w_m, w_sum, w_acc, a.appends ? OwnPosition{own_m, own_v} : OwnPosition{}, D);
+  attention_merge_warps(b, tile, writes, w_m, w_sum, w_acc, attention_acc_stride(D),
+                        a.appends ? OwnPosition{own_m, own_v} : OwnPosition{}, D);
 }
 #endif
 

@@ -18,7 +18,7 @@ namespace evt::kernels::llm {
 // warps the dense static entry then had 128 registers and a 496-byte stack; bench/README.md).
 // kDecodeScratchBytes is the most a launch allows (it would leave the weight ring two 32 KiB
 // stages); a step asks for less (model/decode_plan.cc's step_scratch), so that the ring keeps
-// three, and no less than attention's 97 KiB at head_dim 128.
+// three or more, and no less than attention's 57 KiB at head_dim 128 (which B = 1 asks for).
 inline constexpr int kDecodeThreads = 352;
 inline constexpr int kDecodeScratchBytes = 159 * 1024;
 // The sets of 16 tokens a projection's pass takes in the decode megakernels' entry for steps of

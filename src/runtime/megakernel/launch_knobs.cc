@@ -26,7 +26,9 @@ int env_int(const char* name, int lo, int hi, int fallback) {
 // ctx 512) 4 stages beat 10 by 4% on Qwen3-8B and 0.6B at B = 1 and by 10% on 0.6B at B = 16; 2
 // stages starve the 8B projections. On an H200 (0f45db1) 4 to 12 stages gave steps within 2% of
 // each other. All of that with 16 KiB stages; with 32 KiB ones (4e41ba7) 3 to 6 stages were within
-// 0.3% and 2 were 1-2% slower at B = 1.
+// 0.3% and 2 were 1-2% slower at B = 1; but there attention's scratch (104 KiB at head_dim 128)
+// held every B = 1 step to three. Given four, Qwen3-8B's and 1.7B's B = 1 steps were 2.1 and 3.7%
+// shorter on an H200 (bench/results/attention_scratch_ring_ab_h200_*.json).
 int ring_stage_cap(int most) {
   // The variable is read once; the bound applies on each call, so no caller's `most` sticks.
   static const int asked = env_int("EVT_RING_STAGES", 1, std::numeric_limits<int>::max(), 0);
