@@ -187,6 +187,7 @@ class CudaDecoder final : public Decoder {
     o.cuda_graph = replay;
     o.blocks = blocks();
     o.scratch_bytes = static_cast<int>(plan.scratch_bytes);
+    o.ring_stages = plan.ring_stages;
     o.wide_passes = tiling.pass_sets > 1;
     const std::optional<std::string> trace_path = std::exchange(trace_path_, std::nullopt);
     o.trace = trace_path.has_value();

@@ -193,6 +193,23 @@ int64_t step_scratch(int64_t least, const std::vector<GemvShape>& gemvs, int war
   return round_up(scratch, 1024);
 }
 
+// The most stages a step's weight ring takes (the launch gives it what the scratch leaves, up to
+// this): kDefaultRingStages, or one more when a layer's attention and dense MLP weights give each
+// worker at least 512 KiB to stream. On an H200 (e59b255, ctx 512, alternated three times) five
+// stages against four made Qwen3-8B's steps (2.8 MiB a worker) 2.0% shorter at B = 1, at ctx 4096
+// too, and 1.7B's (762 KiB) 2.2 / 1.5% at B = 1 / 4; but 0.6B's (238 KiB) 2.1% longer at B = 4
+// and 1.7% at B = 1 and ctx 4096, and 30B-A3B's (its attention's 286 KiB) 0.7% at B = 1. When a
+// worker's share of a stage is a few ring stages, four already run ahead through most of it, and
+// one more adds 32 KiB in flight on every SM to the queues the bodies' own loads wait in
+// (launch_knobs.cc). At B = 16 every model was within 0.4% either way.
+int step_ring_stages(const ModelConfig& c, int64_t workers) {
+  constexpr int64_t kDeepRingShare = 512 * 1024;
+  int64_t layer = c.hidden_size * (c.q_size() + 2 * c.kv_size()) + c.q_size() * c.hidden_size;
+  if (c.has_dense_layers()) layer += 3 * c.hidden_size * c.intermediate_size;  // gate, up, down
+  const int64_t share = layer * 2 / workers;                                    // bf16 bytes
+  return share >= kDeepRingShare ? mk::kDefaultRingStages + 1 : mk::kDefaultRingStages;
+}
+
 // Sampling inputs of the right sizes, each sequence's penalized tokens in the vocab and
 // distinct, with positive counts.
 Status check_sampling(const StepBatch& b, int64_t vocab) {
@@ -387,6 +404,7 @@ Expected<StepPlan> plan_step(const ModelConfig& c, const Tiling& tiling, const K
   const int sets = tokens > llm::kPassTokens ? tiling.pass_sets : 1;
   for (const GemvShape& g : gemvs) least = std::max(least, llm::gemv_min_scratch(g.groups, warps, sets));
   plan.scratch_bytes = step_scratch(least, gemvs, warps, sets);
+  plan.ring_stages = step_ring_stages(c, tiling.workers);
   auto& cfg = plan.cfg;
   cfg[llm::kCfgLayers] = static_cast<int32_t>(c.num_layers);
   cfg[llm::kCfgEpsBits] = std::bit_cast<int32_t>(static_cast<float>(c.rms_norm_eps));

@@ -82,6 +82,8 @@ struct StepPlan {
   // cache: at B = 1 on Qwen3-8B a step measured 9.6 ms with 200 KiB of scratch and 9.0 ms with
   // 96 KiB (H200, before the ring).
   int64_t scratch_bytes = 0;
+  // GPU: the most stages the weight ring takes in what the scratch leaves (step_ring_stages).
+  int ring_stages = 0;
 
   // Binds KVS, attention's KV splits, and its runs of tokens (TA and cfg's kCfgAttentionRuns,
   // kernels/llm/decode_config.h): a token a run when a merge combines the splits, else runs that

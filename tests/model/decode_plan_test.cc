@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <numeric>
+#include <utility>
 #include <vector>
 
 #include "kernels/llm/decode_attention.h"
@@ -112,13 +113,18 @@ TEST(PlanStep, TheLmHeadIsOneTaskAWorkerInRoundsOfPanelsTheWarpsHold) {
 
 // The scratch plan_step asks for a step of `seqs` decoding sequences (one token each) on 132
 // workers, with the tiling's pass sets at `pass_sets`.
-int64_t step_scratch_of(const ModelConfig& c, int64_t seqs, int pass_sets = 1) {
+// The plan of a step of `seqs` one-token sequences on 132 SMs.
+Expected<StepPlan> step_plan_of(const ModelConfig& c, int64_t seqs, int pass_sets = 1) {
   const KvGeometry kv{16, 1024};  // 64 sequences of eight pages
   std::vector<int32_t> token_seq;
   for (int32_t s = 0; s < seqs; ++s) token_seq.push_back(s);
   Tiling tiling = default_tiling(c, seqs, 512, 132);
   tiling.pass_sets = pass_sets;
-  auto plan = plan_step(c, tiling, kv, batch_of(token_seq, seqs));
+  return plan_step(c, tiling, kv, batch_of(token_seq, seqs));
+}
+
+int64_t step_scratch_of(const ModelConfig& c, int64_t seqs, int pass_sets = 1) {
+  auto plan = step_plan_of(c, seqs, pass_sets);
   EXPECT_TRUE(plan.ok()) << plan.status().message();
   return plan.ok() ? plan->scratch_bytes : int64_t{-1};
 }
@@ -158,6 +164,25 @@ TEST(PlanStep, TheScratchIsTheLeastInWhichTheInputsTakeAsFewSegmentsAsInThreeRin
   c = preset_config("qwen3-0.6b");
   ASSERT_TRUE(c.ok()) << c.status().message();
   EXPECT_EQ(down_segments(*c, 16, scratch(*c, 16)), 1);
+}
+
+TEST(PlanStep, TheRingTakesAStageMoreWhereALayerGivesEachWorkerHalfAMebibyteToStream) {
+  // Per worker of 132: 0.6B's layer 238 KiB, 30B-A3B's attention 286 KiB, 1.7B's 762, 8B's 2.8 MiB.
+  for (const auto& [preset, stages] : std::vector<std::pair<const char*, int>>{
+           {"qwen3-0.6b", mk::kDefaultRingStages},
+           {"qwen3-30b-a3b", mk::kDefaultRingStages},
+           {"qwen3-1.7b", mk::kDefaultRingStages + 1},
+           {"qwen3-8b", mk::kDefaultRingStages + 1}}) {
+    auto c = preset_config(preset);
+    ASSERT_TRUE(c.ok()) << c.status().message();
+    for (int64_t b : {1, 16}) {
+      auto plan = step_plan_of(*c, b);
+      ASSERT_TRUE(plan.ok()) << plan.status().message();
+      EXPECT_EQ(plan->ring_stages, stages) << preset << " B = " << b;
+    }
+    // And a step of one token leaves the ring room for them (attention's scratch once did not).
+    EXPECT_LE(step_scratch_of(*c, 1), mk::scratch_leaving_stages(stages)) << preset;
+  }
 }
 
 TEST(PlanStep, AStepOfWidePassesPlansItsScratchForThem) {

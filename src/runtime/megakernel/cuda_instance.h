@@ -86,6 +86,8 @@ class CudaMegakernel {
     // Scratch (dynamic shared memory) per block, bytes; 0: the most the kernel allows. What the
     // tile bodies do not need is L1 cache, which the kernel's spills and stack live in.
     int scratch_bytes = 0;
+    // The most stages the weight ring takes in what the scratch leaves; 0: kDefaultRingStages.
+    int ring_stages = 0;
     // The static schedule: run the entry of wide passes (CudaLaunch::launch).
     bool wide_passes = false;
   };
@@ -146,6 +148,7 @@ class CudaMegakernel {
     uint64_t* next = arenas_[1 - live_arena].data();
     LaunchArgs a = f.bind(p, live, next, words_, o.spin_limit_ns, o.early_push);
     a.scratch_bytes = o.scratch_bytes;
+    a.ring_stages = o.ring_stages;
     if (o.trace) {
       const size_t words = static_cast<size_t>(trace_workers) * (1 + kTraceWords * static_cast<size_t>(f.tasks));
       EVT_RETURN_IF_ERROR(trace_words_.reserve(words));

@@ -77,16 +77,17 @@ cudaError_t CudaLaunch<MK>::blocks_per_sm(int* blocks) {
 
 // A launch's arguments completed, for every entry alike: its shared memory laid out (the scratch
 // it asks for, within what the kernel allows, 0 for the most; the weight ring in what is left, at
-// most ring_stage_cap() stages) into `smem`, the dynamic shared memory bytes, and the launch knobs
+// most the stages it asks for, as ring_stage_cap() lets it) into `smem`, the dynamic shared memory bytes, and the launch knobs
 // set (launch_knobs.cc). An error when a kernel with weight streams is left no ring stage.
 template <class MK>
 cudaError_t complete_launch_args(LaunchArgs& a, int& smem) {
   constexpr int most = CudaLaunch<MK>::kScratchBytes;
   const int scratch = a.scratch_bytes > 0 && a.scratch_bytes < most ? a.scratch_bytes : most;
+  const int asked = a.ring_stages > 0 ? std::min(a.ring_stages, kMaxRingStages) : kDefaultRingStages;
   a.ring_stages = 0;
   if constexpr (MK::has_streams) {
     const int64_t fit = (CudaLaunch<MK>::kDynamicBytes - scratch) / kernels::kChunkBytes;
-    a.ring_stages = static_cast<int>(std::min<int64_t>(fit, ring_stage_cap(kMaxRingStages)));
+    a.ring_stages = static_cast<int>(std::min<int64_t>(fit, ring_stage_cap(kMaxRingStages, asked)));
   }
   smem = scratch + a.ring_stages * static_cast<int>(kernels::kChunkBytes);
   a.poll_ns = poll_ns();

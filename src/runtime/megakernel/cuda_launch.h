@@ -26,8 +26,9 @@ struct LaunchShape {
 // The launch's tuning knobs (launch_knobs.cc), each read once: its default, or an environment
 // variable that overrides it for measurements.
 // The most stages a weight ring may take, up to `most`: EVT_RING_STAGES (1 to `most`), else
-// kDefaultRingStages (shared_memory.h).
-int ring_stage_cap(int most);
+// `asked` (the launch's: kDefaultRingStages of shared_memory.h unless its caller asked for more or
+// fewer).
+int ring_stage_cap(int most, int asked);
 // The sleep between two polls of a wait, ns: EVT_POLL_NS (0 to 100000), to measure what the
 // pollers cost the memory system (a hundred SMs may poll one counter).
 int poll_ns();

@@ -28,11 +28,13 @@ int env_int(const char* name, int lo, int hi, int fallback) {
 // each other. All of that with 16 KiB stages; with 32 KiB ones (4e41ba7) 3 to 6 stages were within
 // 0.3% and 2 were 1-2% slower at B = 1; but there attention's scratch (104 KiB at head_dim 128)
 // held every B = 1 step to three. Given four, Qwen3-8B's and 1.7B's B = 1 steps were 2.1 and 3.7%
-// shorter on an H200 (bench/results/attention_scratch_ring_ab_h200_*.json).
-int ring_stage_cap(int most) {
+// shorter on an H200, and given five 2.0 and 2.2% shorter again, where 0.6B's were up to 2.1%
+// longer: the decode plan asks for the fifth where a layer's weights are large enough
+// (model/decode_plan.cc's step_ring_stages; bench/results/attention_scratch_ring_ab_h200_e59b255.json).
+int ring_stage_cap(int most, int asked) {
   // The variable is read once; the bound applies on each call, so no caller's `most` sticks.
-  static const int asked = env_int("EVT_RING_STAGES", 1, std::numeric_limits<int>::max(), 0);
-  return asked >= 1 && asked <= most ? asked : kDefaultRingStages;
+  static const int forced = env_int("EVT_RING_STAGES", 1, std::numeric_limits<int>::max(), 0);
+  return forced >= 1 && forced <= most ? forced : asked;
 }
 
 // On an H200 (0f45db1) 0 and 256 ns gave the default's step times and longer sleeps only slower

@@ -143,7 +143,9 @@ struct LaunchArgs {
   // the kernel allows (LaunchShape). The weight ring's stages take what the scratch leaves, up
   // to a limit; the rest of the SM's 256 KiB serves as L1 cache.
   int scratch_bytes;
-  int ring_stages;  // set by the launch (cuda_launch.cuh)
+  // CUDA: the most stages the weight ring may take, 0 for kDefaultRingStages (shared_memory.h);
+  // the launch replaces it with the stages the ring takes (cuda_launch.cuh).
+  int ring_stages;
   int poll_ns;      // CUDA: the sleep between two polls of a wait, set by the launch
   int prefetch_in_flight;  // CUDA: the loader's cap on fills in flight ahead of a task (CudaWorker::load), likewise
 };
