@@ -38,14 +38,14 @@ inline constexpr int kMaxGroup = 8;  // query heads per KV head the compiled bod
 
 inline constexpr int kAttentionStepPositions = 16;  // the positions a GPU warp takes at a time
 
-// The GPU body's scratch (the host's uses only the states): q's MMA fragments (d x 32 bytes),
-// each warp's staged V rows (kAttentionStepPositions rows of 2 d + 16 bytes, padded so that the
-// 8 rows an ldmatrix reads lie in distinct banks), then each warp's softmax max and sum, then
-// each warp's mbarrier for its V copies, then the own position's state: its score per query head
-// and its v row. A warp's output accumulators ([group][d] floats) go into its own staged rows once
-// its last step has read them, and the finished q heads and own k row wait there before the
-// loop: in space of their own they took 45 KiB at d = 128, which left the weight ring three 32 KiB
-// stages at B = 1 where four were meant (runtime/megakernel/shared_memory.h).
+// The GPU body's scratch (the host's uses one warp's staged rows and the states): q's MMA fragments
+// (d x 32 bytes), each warp's staged V rows (kAttentionStepPositions rows of 2 d + 16 bytes, padded
+// so that the 8 rows an ldmatrix reads lie in distinct banks), then each warp's softmax max and
+// sum, then each warp's mbarrier for its V copies, then the own position's state: its score per
+// query head and its v row. A warp's output accumulators ([group][d] floats) go into its own staged
+// rows once its last step has read them, and the finished q heads and own k row wait there before
+// the loop: in space of their own they took 48 KiB at d = 128, which left the weight ring three 32
+// KiB stages at B = 1 where four were meant (runtime/megakernel/shared_memory.h).
 EVT_HD constexpr int64_t attention_stage_bytes(int64_t d) { return kAttentionStepPositions * (2 * d + 16); }
 EVT_HD constexpr int64_t attention_stages_offset(int64_t d) { return d * 32; }
 // Floats from one warp's accumulators to the next's: a warp's staged rows.

@@ -77,8 +77,9 @@ cudaError_t CudaLaunch<MK>::blocks_per_sm(int* blocks) {
 
 // A launch's arguments completed, for every entry alike: its shared memory laid out (the scratch
 // it asks for, within what the kernel allows, 0 for the most; the weight ring in what is left, at
-// most the stages it asks for, as ring_stage_cap() lets it) into `smem`, the dynamic shared memory bytes, and the launch knobs
-// set (launch_knobs.cc). An error when a kernel with weight streams is left no ring stage.
+// most the stages it asks for, as ring_stage_cap() lets it) into `smem`, the dynamic shared memory
+// bytes, and the launch knobs set (launch_knobs.cc). An error when a kernel with weight streams is
+// left no ring stage.
 template <class MK>
 cudaError_t complete_launch_args(LaunchArgs& a, int& smem) {
   constexpr int most = CudaLaunch<MK>::kScratchBytes;
