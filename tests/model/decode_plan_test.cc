@@ -111,9 +111,8 @@ TEST(PlanStep, TheLmHeadIsOneTaskAWorkerInRoundsOfPanelsTheWarpsHold) {
   EXPECT_EQ(plan->cfg[llm::kCfgLmRounds], 4);
 }
 
-// The scratch plan_step asks for a step of `seqs` decoding sequences (one token each) on 132
-// workers, with the tiling's pass sets at `pass_sets`.
-// The plan of a step of `seqs` one-token sequences on 132 SMs.
+// The plan of a step of `seqs` decoding sequences (one token each) on 132 workers, with the
+// tiling's pass sets at `pass_sets`; and the scratch it asks for.
 Expected<StepPlan> step_plan_of(const ModelConfig& c, int64_t seqs, int pass_sets = 1) {
   const KvGeometry kv{16, 1024};  // 64 sequences of eight pages
   std::vector<int32_t> token_seq;
