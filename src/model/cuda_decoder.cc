@@ -162,7 +162,8 @@ class CudaDecoder final : public Decoder {
     // The static schedule's steps of more than 16 tokens may run the entry of wide passes.
     if (schedule_of(options_.exec) == mk::kStatic && run.tokens() > kernels::llm::kPassTokens) {
       const int asked = mk::wide_passes() >= 0 ? mk::wide_passes() : options_.wide_passes;
-      tiling.pass_sets = asked < 0 ? wide_pass_sets(config_) : asked == 1 ? kernels::llm::kWidePassSets : 1;
+      const int rule = wide_pass_sets(config_, tiling.workers);
+      tiling.pass_sets = asked < 0 ? rule : asked == 1 ? kernels::llm::kWidePassSets : 1;
     }
     EVT_ASSIGN_OR_RETURN(StepPlan plan, plan_step(config_, tiling, cache_geometry(), run));
     if (replay) plan.set_kv_splits(ceil_div(options_.max_context, tiling.kv_split_len), tiling.workers);

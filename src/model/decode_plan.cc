@@ -193,6 +193,13 @@ int64_t step_scratch(int64_t least, const std::vector<GemvShape>& gemvs, int war
   return round_up(scratch, 1024);
 }
 
+// The bytes of a layer's attention and dense MLP weights (bf16) that each of `workers` streams.
+int64_t layer_share(const ModelConfig& c, int64_t workers) {
+  int64_t layer = c.hidden_size * (c.q_size() + 2 * c.kv_size()) + c.q_size() * c.hidden_size;
+  if (c.has_dense_layers()) layer += 3 * c.hidden_size * c.intermediate_size;  // gate, up, down
+  return layer * 2 / std::max<int64_t>(workers, 1);
+}
+
 // The most stages a step's weight ring takes (the launch gives it what the scratch leaves, up to
 // this): kDefaultRingStages, or one more when a layer's attention and dense MLP weights give each
 // worker at least 512 KiB to stream. On an H200 (e59b255, ctx 512, alternated three times) five
@@ -204,10 +211,7 @@ int64_t step_scratch(int64_t least, const std::vector<GemvShape>& gemvs, int war
 // (launch_knobs.cc). At B = 16 every model was within 0.4% either way.
 int step_ring_stages(const ModelConfig& c, int64_t workers) {
   constexpr int64_t kDeepRingShare = 512 * 1024;
-  int64_t layer = c.hidden_size * (c.q_size() + 2 * c.kv_size()) + c.q_size() * c.hidden_size;
-  if (c.has_dense_layers()) layer += 3 * c.hidden_size * c.intermediate_size;  // gate, up, down
-  const int64_t share = layer * 2 / workers;                                    // bf16 bytes
-  return share >= kDeepRingShare ? mk::kDefaultRingStages + 1 : mk::kDefaultRingStages;
+  return layer_share(c, workers) >= kDeepRingShare ? mk::kDefaultRingStages + 1 : mk::kDefaultRingStages;
 }
 
 // Sampling inputs of the right sizes, each sequence's penalized tokens in the vocab and
@@ -281,14 +285,24 @@ Tiling weight_tiling(const ModelConfig& c, int workers) {
   return t;
 }
 
-// Measured on an H200 (bench/results/wide_passes_ab_h200.json), the megakernel's entry of wide
-// passes against passes of 16, B = 17 to 64 at ctx 512: Qwen3-8B 12-25% faster, its projections'
-// weights streamed once instead of up to four times; Qwen3-1.7B within 5% either way; Qwen3-0.6B
-// 10-17% and Qwen3-30B-A3B 30% slower. ptxas spills across that entry (its sums take registers
-// the rest of the megakernel needs), which slows every body; only the wider dense models stream
-// enough bytes a layer to gain more than that.
-int wide_pass_sets(const ModelConfig& c) {
-  return c.hidden_size >= 4096 && !c.has_moe_layers() ? kernels::llm::kWidePassSets : 1;
+// Whether a dense model's steps of more than 16 tokens take wide passes depends on how much each
+// worker streams a layer: the passes stream the weights once a pass, so wide ones stream them up
+// to kWidePassSets times less, but ptxas spills across their entry (its sums take registers the
+// rest of the megakernel needs), which slows every body. Measured on an H200, the megakernel's
+// entry of wide passes against passes of 16, ctx 512 (bench/results/wide_pass_share_h200_0bfeb2c.json,
+// two rounds alternated; bench/results/wide_passes_ab_h200.json for 8B), by a layer's share a worker
+// of 132:
+//  - Qwen3-8B (2.8 MiB): 12-25% faster at B = 17-64;
+//  - Qwen3-4B (1.5 MiB): 10-17% faster at B = 24-128;
+//  - Llama-3.2-1B (900 KiB): 4-11% faster at B = 24 and 48-128, 0.6% slower at 32;
+//  - Qwen3-1.7B (745 KiB): 6-8% slower at B = 32 and 48, 2-5% faster at 64, 128 and 256;
+//  - Qwen3-0.6B (238 KiB): 6-17% slower at B = 32-256.
+// An MoE model's experts are tiled by the tokens routed to them, few a pass in a decode step:
+// Qwen3-30B-A3B's steps were 15-22% slower at B = 32-128, and its MoE block at 1024 tokens only 3%
+// faster.
+int wide_pass_sets(const ModelConfig& c, int64_t workers) {
+  constexpr int64_t kWideShare = 800 * 1024;
+  return !c.has_moe_layers() && layer_share(c, workers) >= kWideShare ? kernels::llm::kWidePassSets : 1;
 }
 
 Tiling default_tiling(const ModelConfig& c, int64_t tokens, int64_t longest_context, int workers) {

@@ -63,8 +63,9 @@ struct Tiling {
 };
 Tiling weight_tiling(const ModelConfig& config, int workers);
 // The pass sets a backend of wide passes gives `config`'s steps of more than 16 tokens (Tiling's
-// pass_sets): kWidePassSets for a dense model of hidden size 4096 or more, else 1.
-int wide_pass_sets(const ModelConfig& config);
+// pass_sets) on `workers` SMs: kWidePassSets for a dense model whose layers give each worker at
+// least 800 KiB of weights to stream, else 1.
+int wide_pass_sets(const ModelConfig& config, int64_t workers);
 Tiling default_tiling(const ModelConfig& config, int64_t tokens, int64_t longest_context, int workers);
 
 // The KV cache's geometry: `pages` pages of `page_size` positions, per layer.

@@ -204,13 +204,23 @@ TEST(PlanStep, AStepOfWidePassesPlansItsScratchForThem) {
   EXPECT_EQ(down_segments(scratch(64, 1), 1), 1);
 }
 
-TEST(WidePassSets, DenseModelsOfHiddenSize4096AndMoreTakeWidePasses) {
-  for (const auto& [preset, sets] : std::vector<std::pair<const char*, int>>{
-           {"qwen3-8b", llm::kWidePassSets}, {"qwen3-1.7b", 1}, {"qwen3-0.6b", 1}, {"qwen3-30b-a3b", 1}}) {
+// On 132 SMs: a layer's share a worker is 2.8 MiB for 8B, 1.5 MiB for 4B, 900 KiB for Llama-3.2-1B,
+// 745 KiB for 1.7B and 238 KiB for 0.6B (decode_plan.cc's wide_pass_sets has their measurements).
+TEST(WidePassSets, DenseModelsWhoseLayersGiveEachWorker800KiBTakeWidePasses) {
+  for (const auto& [preset, sets] : std::vector<std::pair<const char*, int>>{{"qwen3-8b", llm::kWidePassSets},
+                                                                            {"qwen3-4b", llm::kWidePassSets},
+                                                                            {"llama-3.2-1b", llm::kWidePassSets},
+                                                                            {"qwen3-1.7b", 1},
+                                                                            {"qwen3-0.6b", 1},
+                                                                            {"qwen3-30b-a3b", 1}}) {
     auto c = preset_config(preset);
     ASSERT_TRUE(c.ok()) << c.status().message();
-    EXPECT_EQ(wide_pass_sets(*c), sets) << preset;
+    EXPECT_EQ(wide_pass_sets(*c, 132), sets) << preset;
   }
+  // The share is per worker: on half the SMs 1.7B's layer gives each 1.5 MiB.
+  auto c = preset_config("qwen3-1.7b");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(wide_pass_sets(*c, 66), llm::kWidePassSets);
 }
 
 // KV splits: the fewest rounds of the fewest waves, and a round for the merge past one split; among
