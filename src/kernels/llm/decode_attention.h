@@ -48,10 +48,13 @@ inline constexpr int kAttentionStepPositions = 16;  // the positions a GPU warp 
 // KiB stages at B = 1 where four were meant (runtime/megakernel/shared_memory.h).
 EVT_HD constexpr int64_t attention_stage_bytes(int64_t d) { return kAttentionStepPositions * (2 * d + 16); }
 EVT_HD constexpr int64_t attention_stages_offset(int64_t d) { return d * 32; }
-// Floats from one warp's accumulators to the next's: a warp's staged rows.
-EVT_HD constexpr int64_t attention_acc_stride(int64_t d) { return attention_stage_bytes(d) / 4; }
-static_assert(kMaxGroup * 128 * 4 <= attention_stage_bytes(128) && kMaxGroup * 64 * 4 <= attention_stage_bytes(64),
-              "a warp's output accumulators fit its staged V rows");
+// Floats from one warp's accumulators ([kMaxGroup][D] floats) to the next's: a warp's staged rows,
+// which hold them.
+template <int D>
+EVT_HD constexpr int64_t attention_acc_stride() {
+  static_assert(kMaxGroup * D * 4 <= attention_stage_bytes(D), "a warp's output accumulators fit its staged V rows");
+  return attention_stage_bytes(D) / 4;
+}
 EVT_HD constexpr int64_t attention_state_offset(int64_t d, int warps) {
   return attention_stages_offset(d) + int64_t{warps} * attention_stage_bytes(d);
 }
@@ -212,7 +215,7 @@ __device__ void decode_attention_mma(const Block& b, const int64_t* tile, const 
   float* w_m = reinterpret_cast<float*>(scratch + attention_state_offset(D, nwarps));
   float* w_sum = w_m + nwarps * kMaxGroup;
   float* w_acc = reinterpret_cast<float*>(scratch + attention_stages_offset(D));
-  constexpr int64_t kAccStride = attention_acc_stride(D);
+  constexpr int64_t kAccStride = attention_acc_stride<D>();
   auto* v_landed = reinterpret_cast<uint64_t*>(scratch + attention_barrier_offset(D, nwarps)) + w;
   float* own_m = reinterpret_cast<float*>(scratch + attention_own_offset(D, nwarps));
   float* own_v = own_m + kMaxGroup;
@@ -428,7 +431,7 @@ void decode_attention_rows(const Block& b, const int64_t* tile, const DevBuffer*
       w_m[g] = m_new;
     }
   }
-  attention_merge_warps(b, tile, writes, w_m, w_sum, w_acc, attention_acc_stride(D),
+  attention_merge_warps(b, tile, writes, w_m, w_sum, w_acc, attention_acc_stride<D>(),
                         a.appends ? OwnPosition{own_m, own_v} : OwnPosition{}, D);
 }
 #endif
