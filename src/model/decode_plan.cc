@@ -295,7 +295,8 @@ Tiling weight_tiling(const ModelConfig& c, int workers) {
 //  - Qwen3-8B (2.8 MiB): 12-25% faster at B = 17-64;
 //  - Qwen3-4B (1.5 MiB): 10-17% faster at B = 24-128;
 //  - Llama-3.2-1B (900 KiB): 4-11% faster at B = 24 and 48-128, 0.6% slower at 32;
-//  - Qwen3-1.7B (745 KiB): 6-8% slower at B = 32 and 48, 2-5% faster at 64, 128 and 256;
+//  - Qwen3-1.7B (745 KiB): 8.0 / 5.7% slower at B = 32 / 48, 1-2% at 24 and 96, 2-5% faster at
+//    64, 128 and 256;
 //  - Qwen3-0.6B (238 KiB): 6-17% slower at B = 32-256.
 // An MoE model's experts are tiled by the tokens routed to them, few a pass in a decode step:
 // Qwen3-30B-A3B's steps were 15-22% slower at B = 32-128, and its MoE block at 1024 tokens only 3%
