@@ -204,8 +204,8 @@ int64_t layer_share(const ModelConfig& c, int64_t workers) {
 // this): kDefaultRingStages, or one more when a layer's attention and dense MLP weights give each
 // worker at least 512 KiB to stream. On an H200 (e59b255, ctx 512, alternated three times) five
 // stages against four made Qwen3-8B's steps (2.8 MiB a worker) 2.0% shorter at B = 1, at ctx 4096
-// too, and 1.7B's (762 KiB) 2.2 / 1.5% at B = 1 / 4; but 0.6B's (238 KiB) 2.1% longer at B = 4
-// and 1.7% at B = 1 and ctx 4096, and 30B-A3B's (its attention's 286 KiB) 0.7% at B = 1. When a
+// too, and 1.7B's (745 KiB) 2.2 / 1.5% at B = 1 / 4; but 0.6B's (233 KiB) 2.1% longer at B = 4
+// and 1.7% at B = 1 and ctx 4096, and 30B-A3B's (its attention's 279 KiB) 0.7% at B = 1. When a
 // worker's share of a stage is a few ring stages, four already run ahead through most of it, and
 // one more adds 32 KiB in flight on every SM to the queues the bodies' own loads wait in
 // (launch_knobs.cc). At B = 16 every model was within 0.4% either way.
@@ -297,7 +297,7 @@ Tiling weight_tiling(const ModelConfig& c, int workers) {
 //  - Llama-3.2-1B (900 KiB): 4-11% faster at B = 24 and 48-128, 0.6% slower at 32;
 //  - Qwen3-1.7B (745 KiB): 8.0 / 5.7% slower at B = 32 / 48, 1-2% at 24 and 96, 2-5% faster at
 //    64, 128 and 256;
-//  - Qwen3-0.6B (238 KiB): 6-17% slower at B = 32-256.
+//  - Qwen3-0.6B (233 KiB): 6-17% slower at B = 32-256.
 // An MoE model's experts are tiled by the tokens routed to them, few a pass in a decode step:
 // Qwen3-30B-A3B's steps were 15-22% slower at B = 32-128, and its MoE block at 1024 tokens only 3%
 // faster.

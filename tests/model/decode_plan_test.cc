@@ -166,7 +166,7 @@ TEST(PlanStep, TheScratchIsTheLeastInWhichTheInputsTakeAsFewSegmentsAsInThreeRin
 }
 
 TEST(PlanStep, TheRingTakesAStageMoreWhereALayerGivesEachWorkerHalfAMebibyteToStream) {
-  // Per worker of 132: 0.6B's layer 238 KiB, 30B-A3B's attention 286 KiB, 1.7B's 762, 8B's 2.8 MiB.
+  // Per worker of 132: 0.6B's layer 233 KiB, 30B-A3B's attention 279 KiB, 1.7B's 745, 8B's 2.8 MiB.
   for (const auto& [preset, stages] : std::vector<std::pair<const char*, int>>{
            {"qwen3-0.6b", mk::kDefaultRingStages},
            {"qwen3-30b-a3b", mk::kDefaultRingStages},
@@ -205,7 +205,7 @@ TEST(PlanStep, AStepOfWidePassesPlansItsScratchForThem) {
 }
 
 // On 132 SMs: a layer's share a worker is 2.8 MiB for 8B, 1.5 MiB for 4B, 900 KiB for Llama-3.2-1B,
-// 745 KiB for 1.7B and 238 KiB for 0.6B (decode_plan.cc's wide_pass_sets has their measurements).
+// 745 KiB for 1.7B and 233 KiB for 0.6B (decode_plan.cc's wide_pass_sets has their measurements).
 TEST(WidePassSets, DenseModelsWhoseLayersGiveEachWorker800KiBTakeWidePasses) {
   for (const auto& [preset, sets] : std::vector<std::pair<const char*, int>>{{"qwen3-8b", llm::kWidePassSets},
                                                                             {"qwen3-4b", llm::kWidePassSets},
